@@ -1,0 +1,212 @@
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use runahead_gguf::GgufFile;
+use runahead_model::{ChatMessage, ChatTemplate, CpuModel, ModelConfig, Tokenizer};
+use runahead_speculate::{generate as run_generation, GenerateOptions, SamplingParams};
+use serde_json::json;
+
+use crate::{Backend, GenerateArgs};
+
+fn open(path: &Path) -> Result<GgufFile> {
+    GgufFile::open(path).with_context(|| format!("cannot load model {}", path.display()))
+}
+
+fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
+    Tokenizer::from_metadata(&file.header.metadata).context("cannot build the tokenizer")
+}
+
+pub fn info(path: &Path) -> Result<()> {
+    let file = open(path)?;
+    let meta = &file.header.metadata;
+    let vocab = file
+        .tensor_info("token_embd.weight")
+        .map(|t| t.shape.get(1).copied().unwrap_or(0));
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "file          {} ({} bytes, GGUF v{})",
+        path.display(),
+        file.len(),
+        file.header.version
+    )?;
+    if let Ok(name) = meta.str("general.name") {
+        writeln!(out, "name          {name}")?;
+    }
+    match ModelConfig::from_metadata(meta, vocab.unwrap_or(0) as usize) {
+        Ok(c) => {
+            writeln!(out, "architecture  {:?}", c.arch)?;
+            writeln!(out, "layers        {}", c.n_layers)?;
+            writeln!(out, "embedding     {}  (ffn {})", c.n_embd, c.n_ff)?;
+            writeln!(
+                out,
+                "heads         {} (kv {}, head dim {})",
+                c.n_heads, c.n_kv_heads, c.head_dim
+            )?;
+            writeln!(
+                out,
+                "rope          {:?}, base {}, dims {}",
+                c.rope_mode, c.rope_base, c.rope_dim
+            )?;
+            writeln!(out, "rms eps       {:e}", c.rms_eps)?;
+            writeln!(out, "context       {}", c.context_length)?;
+            writeln!(out, "vocab         {}", c.vocab_size)?;
+        }
+        Err(e) => writeln!(out, "architecture  unsupported: {e}")?,
+    }
+    let params: u64 = file.header.tensors.iter().map(|t| t.n_elements()).sum();
+    writeln!(
+        out,
+        "parameters    {params} in {} tensors",
+        file.header.tensors.len()
+    )?;
+    let mut types: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &file.header.tensors {
+        *types.entry(t.ty.to_string()).or_default() += 1;
+    }
+    let types: Vec<String> = types.iter().map(|(t, n)| format!("{n} x {t}")).collect();
+    writeln!(out, "tensor types  {}", types.join(", "))?;
+    writeln!(
+        out,
+        "tied output   {}",
+        file.header.tensor("output.weight").is_none()
+    )?;
+    match tokenizer(&file) {
+        Ok(t) => {
+            let show = |id: Option<u32>| {
+                id.map_or("none".to_owned(), |i| format!("{i} {:?}", t.token_text(i)))
+            };
+            writeln!(
+                out,
+                "tokenizer     byte-level BPE, pre '{}', {} tokens",
+                t.pre,
+                t.vocab_size()
+            )?;
+            writeln!(out, "bos           {} (added: {})", show(t.bos), t.add_bos)?;
+            writeln!(out, "eos           {}", show(t.eos))?;
+            writeln!(out, "end of turn   {}", show(t.eot))?;
+        }
+        Err(e) => writeln!(out, "tokenizer     unsupported: {e:#}")?,
+    }
+    match meta.str("tokenizer.chat_template") {
+        Ok(t) => writeln!(out, "chat template {} bytes of Jinja", t.len())?,
+        Err(_) => writeln!(out, "chat template none")?,
+    }
+    Ok(())
+}
+
+pub fn tokenize(path: &Path, text: &str) -> Result<()> {
+    let file = open(path)?;
+    let ids = tokenizer(&file)?.encode(text)?;
+    println!("{}", serde_json::to_string(&ids)?);
+    Ok(())
+}
+
+pub fn generate(args: &GenerateArgs) -> Result<()> {
+    let sampling = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+    };
+    sampling.validate()?;
+    if args.draft != "none" {
+        bail!(
+            "--draft {}: speculative decoding is not available yet; use --draft none",
+            args.draft
+        );
+    }
+    if args.backend == Backend::Gpu {
+        bail!("--backend gpu: the GPU engine is not available yet; use --backend cpu");
+    }
+    let file = open(&args.model)?;
+    let tok = tokenizer(&file)?;
+    let text = if args.chat {
+        let meta = &file.header.metadata;
+        let source = meta
+            .str("tokenizer.chat_template")
+            .context("--chat: the model has no chat template (tokenizer.chat_template)")?;
+        let special = |id: Option<u32>| id.map(|i| tok.token_text(i)).unwrap_or_default();
+        let template = ChatTemplate::new(source, &special(tok.bos), &special(tok.eos))?;
+        template.render(&[ChatMessage::new("user", &args.prompt)], true)?
+    } else {
+        args.prompt.clone()
+    };
+    let prompt = tok.encode(&text)?;
+    if prompt.is_empty() {
+        bail!("the prompt is empty: give some text with --prompt");
+    }
+    if let Some(0) = args.context {
+        bail!("--context must be at least 1");
+    }
+    let mut model =
+        CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
+
+    let opts = GenerateOptions {
+        max_tokens: args.max_tokens,
+        sampling,
+    };
+    let mut decoder = tok.decoder();
+    let mut stdout = std::io::stdout();
+    let stream = !args.json;
+    let result = pollster::block_on(run_generation(
+        &mut model,
+        &prompt,
+        &opts,
+        |t| tok.is_end(t),
+        |t, _| {
+            if stream && !tok.is_end(t) {
+                let piece = decoder.push(t);
+                // A closed stdout (e.g. `| head`) is not an error worth aborting generation for.
+                let _ = stdout
+                    .write_all(piece.as_bytes())
+                    .and_then(|_| stdout.flush());
+            }
+            ControlFlow::Continue(())
+        },
+    ))?;
+    let s = &result.stats;
+    let text_tokens: Vec<u32> = result
+        .tokens
+        .iter()
+        .copied()
+        .filter(|&t| !tok.is_end(t))
+        .collect();
+    if args.json {
+        let out = json!({
+            "tokens": result.tokens,
+            "text": tok.decode(&text_tokens),
+            "stats": {
+                "prompt_tokens": s.prompt_tokens,
+                "generated_tokens": s.generated_tokens,
+                "target_forwards": s.target_forwards,
+                "drafted": s.drafted,
+                "accepted": s.accepted,
+                "prefill_seconds": s.prefill_seconds,
+                "decode_seconds": s.decode_seconds,
+                "tokens_per_second": s.tokens_per_second(),
+                "backend": args.backend.name(),
+                "draft": args.draft,
+                "stop_reason": result.stop.as_str(),
+            }
+        });
+        println!("{out}");
+    } else {
+        let _ = stdout.write_all(decoder.finish().as_bytes());
+        println!();
+        eprintln!(
+            "[{} prompt tokens, {} generated in {:.2} s ({:.2} tokens/s), prefill {:.2} s, backend {}, stop: {}]",
+            s.prompt_tokens,
+            s.generated_tokens,
+            s.decode_seconds,
+            s.tokens_per_second(),
+            s.prefill_seconds,
+            args.backend.name(),
+            result.stop.as_str()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,104 @@
+//! `runahead`: the native command-line front end of the engine (see design.md for the
+//! contract: info, tokenize, generate).
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "runahead",
+    version,
+    about = "Run GGUF language models with speculative decoding"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Architecture, tensor types, tokenizer and chat template of a model.
+    Info {
+        #[arg(long)]
+        model: PathBuf,
+    },
+    /// Prints the token ids of TEXT as a JSON array.
+    Tokenize {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long)]
+        text: String,
+    },
+    /// Generates a continuation of a prompt.
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct GenerateArgs {
+    #[arg(long)]
+    model: PathBuf,
+    /// Raw prompt text, tokenized as is (control tokens such as <|im_start|> are recognized).
+    #[arg(long)]
+    prompt: String,
+    /// Apply the model's chat template to the prompt as one user message.
+    #[arg(long)]
+    chat: bool,
+    #[arg(long, default_value_t = 128)]
+    max_tokens: usize,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// 0 keeps every token.
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    backend: Backend,
+    /// none | ngram | suffix | model:PATH | auto
+    #[arg(long, default_value = "none")]
+    draft: String,
+    /// KV cache size in tokens (default: the model's context length).
+    #[arg(long)]
+    context: Option<usize>,
+    /// Print one JSON object with tokens, text and stats when done.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Cpu,
+    Gpu,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Gpu => "gpu",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info { model } => commands::info(&model),
+        Command::Tokenize { model, text } => commands::tokenize(&model, &text),
+        Command::Generate(args) => commands::generate(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("runahead: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! The CPU reference engine: f32 math on weights decoded from their GGUF block formats.
+//!
+//! Written to be read and trusted, then to be reasonably fast. Every output row is computed
+//! by the same code in the same order whether its token came alone or in a block, so the
+//! engine is batch-invariant: greedy speculative decoding on it equals plain decoding exactly.
+
+mod math;
+mod weights;
+
+use crate::lm::{Batch, LanguageModel, Logits};
+use crate::{ModelConfig, ModelError, Result};
+use runahead_gguf::GgufFile;
+
+use math::{add_in_place, matmul, rms_norm, Rope};
+pub use weights::CpuWeights;
+
+/// Per-layer KV cache: `[capacity, kv_dim]` each, row `slot` holding the key (value) of the
+/// token in that slot. Values are rounded to f16 precision on write, as the GPU engine stores
+/// them (and as llama.cpp's default f16 cache does).
+struct KvCache {
+    k: Vec<Vec<f32>>,
+    v: Vec<Vec<f32>>,
+    len: usize,
+    capacity: usize,
+    kv_dim: usize,
+}
+
+impl KvCache {
+    fn new(n_layers: usize, capacity: usize, kv_dim: usize) -> Self {
+        KvCache {
+            k: vec![Vec::new(); n_layers],
+            v: vec![Vec::new(); n_layers],
+            len: 0,
+            capacity,
+            kv_dim,
+        }
+    }
+
+    /// Makes room for slots up to `end` (grown on demand so short runs stay small).
+    fn reserve(&mut self, end: usize) {
+        let need = end * self.kv_dim;
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+            if buf.len() < need {
+                buf.resize(need, 0.0);
+            }
+        }
+    }
+}
+
+/// The reference engine for one model.
+pub struct CpuModel {
+    config: ModelConfig,
+    weights: CpuWeights,
+    rope: Rope,
+    cache: KvCache,
+}
+
+impl CpuModel {
+    /// Decodes the model's weights to f32. `context` caps the KV cache (and the positions
+    /// a forward may use); `None` means the model's trained context length.
+    pub fn load(file: &GgufFile, context: Option<usize>) -> Result<Self> {
+        let weights = CpuWeights::load(file)?;
+        let config = weights.config.clone();
+        let capacity = context
+            .unwrap_or(config.context_length)
+            .min(config.context_length);
+        if capacity == 0 {
+            return Err(ModelError::Config("context size must be at least 1".into()));
+        }
+        Ok(CpuModel {
+            rope: Rope::new(&config),
+            cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),
+            config,
+            weights,
+        })
+    }
+
+    /// Attention of every block token over the cache and its visible block entries, for
+    /// one layer. `q` is `[n, n_embd]`; returns `[n, n_embd]`.
+    fn attention(&self, layer: usize, q: &[f32], batch: &Batch, visible: &[bool]) -> Vec<f32> {
+        let c = &self.config;
+        let (hd, n) = (c.head_dim, batch.len());
+        let base = self.cache.len;
+        let group = c.n_heads / c.n_kv_heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let (kc, vc) = (&self.cache.k[layer], &self.cache.v[layer]);
+        let kv_dim = c.kv_dim();
+        let mut out = vec![0f32; n * c.n_embd];
+        let mut scores = Vec::with_capacity(base + n);
+        let mut slots = Vec::with_capacity(base + n);
+        for i in 0..n {
+            slots.clear();
+            slots.extend(0..base);
+            slots.extend((0..n).filter(|&j| visible[i * n + j]).map(|j| base + j));
+            for h in 0..c.n_heads {
+                let kvh = h / group;
+                let qh = &q[i * c.n_embd + h * hd..][..hd];
+                scores.clear();
+                for &s in &slots {
+                    let kh = &kc[s * kv_dim + kvh * hd..][..hd];
+                    scores.push(math::dot(qh, kh) * scale);
+                }
+                math::softmax(&mut scores);
+                let oh = &mut out[i * c.n_embd + h * hd..][..hd];
+                for (&s, &p) in slots.iter().zip(&scores) {
+                    let vh = &vc[s * kv_dim + kvh * hd..][..hd];
+                    for (o, &v) in oh.iter_mut().zip(vh) {
+                        *o += p * v;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl LanguageModel for CpuModel {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.cache.capacity
+    }
+
+    async fn forward(&mut self, batch: &Batch) -> Result<Logits> {
+        let c = self.config.clone();
+        batch.validate(c.vocab_size, self.cache.len, self.cache.capacity)?;
+        let n = batch.len();
+        let (d, kv_dim) = (c.n_embd, c.kv_dim());
+        let base = self.cache.len;
+        self.cache.reserve(base + n);
+        let visible = batch.visibility();
+        let angles: Vec<_> = batch
+            .positions
+            .iter()
+            .map(|&p| self.rope.angles(p))
+            .collect();
+        let w = &self.weights;
+
+        // x: [n, n_embd], the residual stream.
+        let mut x = Vec::with_capacity(n * d);
+        for &t in &batch.tokens {
+            x.extend_from_slice(w.token_embd.row(t as usize));
+        }
+
+        for (l, lw) in w.layers.iter().enumerate() {
+            let h = rms_norm(&x, &lw.attn_norm, c.rms_eps);
+            let mut q = matmul(&lw.wq, &h, n);
+            let mut k = matmul(&lw.wk, &h, n);
+            let mut v = matmul(&lw.wv, &h, n);
+            if let Some(b) = &lw.qkv_bias {
+                add_bias(&mut q, &b.q);
+                add_bias(&mut k, &b.k);
+                add_bias(&mut v, &b.v);
+            }
+            for (i, a) in angles.iter().enumerate() {
+                self.rope.apply(&mut q[i * d..(i + 1) * d], a);
+                self.rope.apply(&mut k[i * kv_dim..(i + 1) * kv_dim], a);
+            }
+            let slots = base * kv_dim..(base + n) * kv_dim;
+            for (dst, &src) in self.cache.k[l][slots.clone()].iter_mut().zip(&k) {
+                *dst = math::round_f16(src);
+            }
+            for (dst, &src) in self.cache.v[l][slots].iter_mut().zip(&v) {
+                *dst = math::round_f16(src);
+            }
+            let attn = self.attention(l, &q, batch, &visible);
+            add_in_place(&mut x, &matmul(&lw.wo, &attn, n));
+
+            let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
+            let mut gate = matmul(&lw.w_gate, &h, n);
+            let up = matmul(&lw.w_up, &h, n);
+            for (g, &u) in gate.iter_mut().zip(&up) {
+                *g = math::silu(*g) * u;
+            }
+            add_in_place(&mut x, &matmul(&lw.w_down, &gate, n));
+        }
+        self.cache.len = base + n;
+
+        let h = rms_norm(&x, &w.output_norm, c.rms_eps);
+        let output = w.output.as_ref().unwrap_or(&w.token_embd);
+        Ok(Logits {
+            data: matmul(output, &h, n),
+            vocab: c.vocab_size,
+        })
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.cache.len = self.cache.len.min(len);
+    }
+
+    fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {
+        let kv = &mut self.cache;
+        if base > kv.len
+            || keep.windows(2).any(|w| w[0] >= w[1])
+            || keep.last().is_some_and(|&k| base + k >= kv.len)
+        {
+            return Err(ModelError::InvalidBatch(format!(
+                "cannot keep {keep:?} after slot {base} of a cache of {}",
+                kv.len
+            )));
+        }
+        let dim = kv.kv_dim;
+        for buf in kv.k.iter_mut().chain(kv.v.iter_mut()) {
+            for (dst, &src) in keep.iter().enumerate() {
+                buf.copy_within(
+                    (base + src) * dim..(base + src + 1) * dim,
+                    (base + dst) * dim,
+                );
+            }
+        }
+        kv.len = base + keep.len();
+        Ok(())
+    }
+}
+
+fn add_bias(rows: &mut [f32], bias: &[f32]) {
+    for row in rows.chunks_exact_mut(bias.len()) {
+        add_in_place(row, bias);
+    }
+}

@@ -1,0 +1,30 @@
+use runahead_gguf::{GgmlType, GgufError};
+
+/// Errors from loading a model or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error("unsupported architecture '{0}' (supported: llama, qwen2)")]
+    UnsupportedArchitecture(String),
+    #[error("tensor '{name}' has type {ty}, which runahead cannot decode")]
+    UnsupportedTensorType { name: String, ty: GgmlType },
+    #[error("tensor '{name}' has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        name: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+    #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
+    TokenOutOfRange { id: u32, vocab: usize },
+    #[error("context is full: {needed} positions needed, the context holds {context}")]
+    ContextFull { needed: usize, context: usize },
+    #[error("invalid batch: {0}")]
+    InvalidBatch(String),
+}

@@ -1,0 +1,20 @@
+//! Everything about a model that is not tied to a device: its architecture read from GGUF
+//! metadata, its tokenizer and chat template, the interface every engine implements
+//! ([`LanguageModel`]), and the plain-Rust f32 reference engine ([`CpuModel`]) that the GPU
+//! engine is tested against.
+
+mod chat;
+mod config;
+mod cpu;
+mod error;
+mod lm;
+mod tokenizer;
+
+pub use chat::{ChatMessage, ChatTemplate};
+pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
+pub use cpu::CpuModel;
+pub use error::ModelError;
+pub use lm::{argmax, Batch, LanguageModel, Logits, Mask};
+pub use tokenizer::{TokenDecoder, Tokenizer};
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;

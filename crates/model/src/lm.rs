@@ -1,0 +1,236 @@
+//! The one interface between an engine and the decoding algorithms (see design.md): a
+//! forward pass over a block of new tokens, and KV-cache truncation/compaction.
+
+use crate::{ModelConfig, ModelError, Result};
+
+/// Which entries of the block each new token attends to, in addition to the whole cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mask {
+    /// Token `i` sees block tokens `0..=i`.
+    Causal,
+    /// Token `i` sees itself and its ancestors: `parents[i]` is the index of its parent in the
+    /// block (always `< i`), or `None` for a token that hangs directly off the cache.
+    Tree(Vec<Option<usize>>),
+}
+
+/// A block of new tokens for one forward pass.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub tokens: Vec<u32>,
+    /// RoPE position of each token. For a causal block these are consecutive; in a tree a
+    /// token's position is the cache length plus its depth.
+    pub positions: Vec<usize>,
+    pub mask: Mask,
+}
+
+impl Batch {
+    /// Consecutive tokens starting at position `start` (prefill, decoding, chain verification).
+    pub fn causal(tokens: &[u32], start: usize) -> Self {
+        Batch {
+            tokens: tokens.to_vec(),
+            positions: (start..start + tokens.len()).collect(),
+            mask: Mask::Causal,
+        }
+    }
+
+    /// A tree of tokens hanging off a cache of length `start`; `parents` as in [`Mask::Tree`].
+    pub fn tree(tokens: &[u32], parents: &[Option<usize>], start: usize) -> Result<Self> {
+        if parents.len() != tokens.len() {
+            return Err(ModelError::InvalidBatch(
+                "one parent per token is required".into(),
+            ));
+        }
+        let mut depth = vec![0usize; tokens.len()];
+        for (i, p) in parents.iter().enumerate() {
+            if let Some(p) = *p {
+                if p >= i {
+                    return Err(ModelError::InvalidBatch(format!(
+                        "token {i} has parent {p}: parents must come first"
+                    )));
+                }
+                depth[i] = depth[p] + 1;
+            }
+        }
+        Ok(Batch {
+            tokens: tokens.to_vec(),
+            positions: depth.iter().map(|d| start + d).collect(),
+            mask: Mask::Tree(parents.to_vec()),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// `visible[i * n + j]`: whether block token `i` attends to block token `j`.
+    pub fn visibility(&self) -> Vec<bool> {
+        let n = self.len();
+        let mut visible = vec![false; n * n];
+        for i in 0..n {
+            match &self.mask {
+                Mask::Causal => visible[i * n..i * n + i + 1].fill(true),
+                Mask::Tree(parents) => {
+                    let mut node = Some(i);
+                    while let Some(j) = node {
+                        visible[i * n + j] = true;
+                        node = parents[j];
+                    }
+                }
+            }
+        }
+        visible
+    }
+
+    /// Checks the batch against a model's vocabulary and the free room in its cache.
+    pub fn validate(&self, vocab: usize, cache_len: usize, capacity: usize) -> Result<()> {
+        if self.is_empty() {
+            return Err(ModelError::InvalidBatch("empty batch".into()));
+        }
+        if self.positions.len() != self.tokens.len() {
+            return Err(ModelError::InvalidBatch(
+                "one position per token is required".into(),
+            ));
+        }
+        if let Mask::Tree(parents) = &self.mask {
+            if parents.len() != self.len()
+                || parents
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| p.is_some_and(|p| p >= i))
+            {
+                return Err(ModelError::InvalidBatch(
+                    "tree parents must precede children".into(),
+                ));
+            }
+        }
+        if let Some(&id) = self.tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab });
+        }
+        let needed = cache_len + self.len();
+        let max_pos = self.positions.iter().copied().max().unwrap_or(0);
+        if needed > capacity || max_pos >= capacity {
+            return Err(ModelError::ContextFull {
+                needed: needed.max(max_pos + 1),
+                context: capacity,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Logits for every token of a block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Logits {
+    /// `[n_rows, vocab]`, row-major.
+    pub data: Vec<f32>,
+    pub vocab: usize,
+}
+
+impl Logits {
+    pub fn n_rows(&self) -> usize {
+        self.data.len() / self.vocab.max(1)
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.vocab..(i + 1) * self.vocab]
+    }
+
+    /// Index of the largest logit of row `i`; the lowest index wins a tie (as in llama.cpp).
+    pub fn argmax(&self, i: usize) -> u32 {
+        argmax(self.row(i))
+    }
+}
+
+/// Index of the largest value; the lowest index wins a tie. NaN never wins.
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0usize;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] || values[best].is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// A model that maps blocks of tokens to logits and keeps a KV cache.
+///
+/// The cache holds one entry per committed token, in slot order `0..cache_len()`. A forward
+/// pass appends one entry per block token at slots `cache_len()..cache_len() + n` and returns
+/// the logits of every block token; the caller then keeps what it accepted with
+/// [`LanguageModel::truncate`] or [`LanguageModel::compact`].
+///
+/// Futures are not `Send`: in the browser the GPU lives on one thread.
+#[allow(async_fn_in_trait)]
+pub trait LanguageModel {
+    fn config(&self) -> &ModelConfig;
+
+    /// Number of entries in the KV cache.
+    fn cache_len(&self) -> usize;
+
+    /// Most entries the KV cache can hold.
+    fn capacity(&self) -> usize;
+
+    /// Runs the block and returns its logits (`batch.len()` rows).
+    async fn forward(&mut self, batch: &Batch) -> Result<Logits>;
+
+    /// Like [`LanguageModel::forward`] but returns only each row's argmax; engines that can
+    /// reduce on the device override this to avoid reading back whole vocabularies.
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        let logits = self.forward(batch).await?;
+        Ok((0..logits.n_rows()).map(|i| logits.argmax(i)).collect())
+    }
+
+    /// Drops cache entries `len..`. O(1).
+    fn truncate(&mut self, len: usize);
+
+    /// Keeps cache entries `..base` followed by the block entries `base + keep[k]` (in that
+    /// order, `keep` increasing), moved to consecutive slots. Used after tree verification.
+    fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_positions_and_visibility() {
+        // 0 -> 1 -> 2, 0 -> 3
+        let b = Batch::tree(&[5, 6, 7, 8], &[None, Some(0), Some(1), Some(0)], 10).unwrap();
+        assert_eq!(b.positions, vec![10, 11, 12, 11]);
+        let v = b.visibility();
+        let row = |i: usize| v[i * 4..i * 4 + 4].to_vec();
+        assert_eq!(row(2), vec![true, true, true, false]);
+        assert_eq!(row(3), vec![true, false, false, true]);
+        assert!(Batch::tree(&[1, 2], &[Some(1), None], 0).is_err());
+    }
+
+    #[test]
+    fn causal_visibility_and_validation() {
+        let b = Batch::causal(&[1, 2, 3], 4);
+        assert_eq!(b.positions, vec![4, 5, 6]);
+        assert_eq!(
+            b.visibility(),
+            vec![true, false, false, true, true, false, true, true, true]
+        );
+        assert!(b.validate(10, 4, 7).is_ok());
+        assert!(matches!(
+            b.validate(10, 4, 6),
+            Err(ModelError::ContextFull { .. })
+        ));
+        assert!(matches!(
+            b.validate(3, 4, 7),
+            Err(ModelError::TokenOutOfRange { id: 3, .. })
+        ));
+        assert!(Batch::causal(&[], 0).validate(10, 0, 10).is_err());
+    }
+
+    #[test]
+    fn argmax_prefers_lowest_index() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(argmax(&[f32::NAN, 1.0]), 1);
+    }
+}

@@ -1,0 +1,287 @@
+//! The tokenizer, built from GGUF metadata alone (`tokenizer.ggml.*`), on the `tokenizers`
+//! crate: byte-level BPE with the pre-tokenizer that `tokenizer.ggml.pre` names, and the
+//! control / user-defined tokens matched as whole tokens anywhere in the text (as llama.cpp
+//! does with `parse_special`).
+
+use std::collections::HashMap;
+
+use runahead_gguf::Metadata;
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior};
+
+use crate::{ModelError, Result};
+
+/// GGUF token types (`tokenizer.ggml.token_type`).
+const TYPE_CONTROL: i64 = 3;
+const TYPE_USER_DEFINED: i64 = 4;
+
+/// Qwen2's split pattern (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`): single digits, letters with
+/// at most one leading non-letter, newlines kept with the punctuation before them.
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Llama 3's split pattern (`llama-bpe`): numbers in runs of at most three digits.
+const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// A model's tokenizer.
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    /// Bytes each token stands for when decoded.
+    token_bytes: Vec<Vec<u8>>,
+    /// Control tokens (`<|im_end|>`, ...), which generation treats as end-of-text markers
+    /// only when they are the model's EOS/EOT.
+    is_control: Vec<bool>,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    /// End-of-turn token (`<|im_end|>`, `<|eot_id|>`) when the vocabulary has one.
+    pub eot: Option<u32>,
+    pub add_bos: bool,
+    /// `tokenizer.ggml.pre`, for display.
+    pub pre: String,
+}
+
+impl Tokenizer {
+    pub fn from_metadata(meta: &Metadata) -> Result<Self> {
+        let model = meta.str("tokenizer.ggml.model")?;
+        if model != "gpt2" {
+            return Err(ModelError::Tokenizer(format!(
+                "tokenizer model '{model}' is not supported (only byte-level BPE, 'gpt2')"
+            )));
+        }
+        let pre = match meta.get("tokenizer.ggml.pre") {
+            Some(_) => meta.str("tokenizer.ggml.pre")?,
+            None => "default",
+        };
+        let tokens = meta.strings("tokenizer.ggml.tokens")?;
+        let types: Vec<i64> = match meta.get("tokenizer.ggml.token_type") {
+            Some(v) => v
+                .as_array()
+                .ok_or_else(|| ModelError::Tokenizer("token_type is not an array".into()))?
+                .iter()
+                .map(|t| t.as_f64().map(|f| f as i64).unwrap_or(1))
+                .collect(),
+            None => vec![1; tokens.len()],
+        };
+        if types.len() != tokens.len() {
+            return Err(ModelError::Tokenizer(
+                "token_type and tokens differ in length".into(),
+            ));
+        }
+        let merges = meta
+            .strings("tokenizer.ggml.merges")?
+            .into_iter()
+            .map(|m| {
+                m.split_once(' ')
+                    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+                    .ok_or_else(|| ModelError::Tokenizer(format!("malformed merge '{m}'")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut vocab = ahash::AHashMap::with_capacity(tokens.len());
+        for (id, t) in tokens.iter().enumerate() {
+            // Keep the first id of a duplicated string, as llama.cpp's lookup does.
+            vocab.entry((*t).to_owned()).or_insert(id as u32);
+        }
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
+        let mut inner = tokenizers::Tokenizer::new(bpe);
+        inner.with_pre_tokenizer(Some(pre_tokenizer(pre)?));
+        inner.with_decoder(Some(ByteLevelDecoder::default()));
+        let special: Vec<AddedToken> = tokens
+            .iter()
+            .zip(&types)
+            .filter(|(_, &ty)| ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED)
+            .map(|(t, _)| AddedToken::from(t.to_string(), true).normalized(false))
+            .collect();
+        inner.add_special_tokens(&special);
+
+        let byte_of = byte_decoder();
+        let token_bytes = tokens
+            .iter()
+            .zip(&types)
+            .map(|(t, &ty)| {
+                if ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED {
+                    t.as_bytes().to_vec()
+                } else {
+                    let mut bytes = Vec::with_capacity(t.len());
+                    for ch in t.chars() {
+                        match byte_of.get(&ch) {
+                            Some(&b) => bytes.push(b),
+                            None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
+                        }
+                    }
+                    bytes
+                }
+            })
+            .collect();
+
+        let id = |key: &str| -> Result<Option<u32>> {
+            Ok(meta
+                .opt(key, |m, k| m.u64(k))?
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|&v| (v as usize) < tokens.len()))
+        };
+        let find = |text: &str| tokens.iter().position(|t| *t == text).map(|i| i as u32);
+        let eot = id("tokenizer.ggml.eot_token_id")?
+            .or_else(|| find("<|im_end|>"))
+            .or_else(|| find("<|eot_id|>"));
+        Ok(Tokenizer {
+            inner,
+            token_bytes,
+            is_control: types.iter().map(|&t| t == TYPE_CONTROL).collect(),
+            bos: id("tokenizer.ggml.bos_token_id")?,
+            eos: id("tokenizer.ggml.eos_token_id")?,
+            eot,
+            add_bos: meta
+                .get("tokenizer.ggml.add_bos_token")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false),
+            pre: pre.to_owned(),
+        })
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.token_bytes.len()
+    }
+
+    /// Token ids of `text`, with control tokens recognized in the text and a BOS prepended
+    /// when the model's metadata asks for one.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode_fast(text, false)
+            .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
+        let mut ids = Vec::with_capacity(enc.get_ids().len() + 1);
+        if self.add_bos {
+            ids.extend(self.bos);
+        }
+        ids.extend_from_slice(enc.get_ids());
+        Ok(ids)
+    }
+
+    /// The bytes a token stands for (control tokens: their text).
+    pub fn token_bytes(&self, id: u32) -> &[u8] {
+        self.token_bytes
+            .get(id as usize)
+            .map_or(&[], |b| b.as_slice())
+    }
+
+    /// The text of a token as it appears in the vocabulary, for display.
+    pub fn token_text(&self, id: u32) -> String {
+        String::from_utf8_lossy(self.token_bytes(id)).into_owned()
+    }
+
+    pub fn is_control(&self, id: u32) -> bool {
+        self.is_control.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether generation should stop after this token (EOS or end-of-turn).
+    pub fn is_end(&self, id: u32) -> bool {
+        Some(id) == self.eos || Some(id) == self.eot
+    }
+
+    /// Decodes a whole sequence; invalid UTF-8 becomes U+FFFD.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| self.token_bytes(id).iter().copied())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// A streaming decoder for this tokenizer.
+    pub fn decoder(&self) -> TokenDecoder<'_> {
+        TokenDecoder {
+            tokenizer: self,
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// Turns tokens into text as they arrive, holding back bytes of a character that a later token
+/// completes, so every piece it returns is valid UTF-8.
+pub struct TokenDecoder<'a> {
+    tokenizer: &'a Tokenizer,
+    pending: Vec<u8>,
+}
+
+impl TokenDecoder<'_> {
+    /// Adds a token and returns the text that became complete.
+    pub fn push(&mut self, id: u32) -> String {
+        self.pending
+            .extend_from_slice(self.tokenizer.token_bytes(id));
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            // An invalid sequence that no later byte can fix: emit it replaced.
+            Err(_) => {
+                let text = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                return text;
+            }
+        };
+        let rest = self.pending.split_off(valid);
+        let done = std::mem::replace(&mut self.pending, rest);
+        String::from_utf8(done).unwrap_or_default()
+    }
+
+    /// Returns what is still held back (an incomplete character becomes U+FFFD).
+    pub fn finish(&mut self) -> String {
+        let text = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        text
+    }
+}
+
+fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
+    let split = |pattern: &str| -> Result<PreTokenizerWrapper> {
+        let split = Split::new(
+            SplitPattern::Regex(pattern.to_owned()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| ModelError::Tokenizer(format!("split pattern: {e}")))?;
+        Ok(Sequence::new(vec![
+            split.into(),
+            ByteLevel::new(false, false, false).into(),
+        ])
+        .into())
+    };
+    match pre {
+        // GPT-2's pattern, digits first split one by one.
+        "smollm" | "starcoder" | "refact" | "codeshell" => Ok(Sequence::new(vec![
+            Digits::new(true).into(),
+            ByteLevel::new(false, false, true).into(),
+        ])
+        .into()),
+        "qwen2" | "deepseek-r1-qwen" => split(QWEN2_PATTERN),
+        "llama-bpe" | "llama3" => split(LLAMA3_PATTERN),
+        "default" | "gpt-2" | "gpt2" => Ok(ByteLevel::new(false, false, true).into()),
+        other => Err(ModelError::Tokenizer(format!(
+            "pre-tokenizer '{other}' is not supported (supported: smollm, qwen2, llama-bpe, gpt2)"
+        ))),
+    }
+}
+
+/// Inverse of GPT-2's byte-to-unicode map: byte-level BPE spells byte `b` as the character
+/// `b` itself when printable, else as U+0100 + n for the n-th non-printable byte.
+fn byte_decoder() -> HashMap<char, u8> {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xa1..=0xac).contains(&b) || b >= 0xae;
+    let mut map = HashMap::with_capacity(256);
+    let mut n = 0u32;
+    for b in 0..=255u8 {
+        if printable(b) {
+            map.insert(b as char, b);
+        } else {
+            map.insert(char::from_u32(256 + n).unwrap_or('\u{fffd}'), b);
+            n += 1;
+        }
+    }
+    map
+}

@@ -1,0 +1,276 @@
+//! Sampling: greedy, temperature, top-k, top-p, from a seeded generator.
+//!
+//! The distribution is built in a fixed order: temperature scaling, softmax, top-k, then
+//! top-p (nucleus) over what top-k kept, renormalized. Speculative sampling uses the same
+//! [`Distribution`] for the target and the draft so that both see identical processing.
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use runahead_model::argmax;
+
+/// Invalid sampling parameters.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum SamplingError {
+    #[error("temperature must be a finite number >= 0 (0 means greedy), got {0}")]
+    Temperature(f32),
+    #[error("top-p must be in (0, 1], got {0}")]
+    TopP(f32),
+    #[error("logits contain no finite value")]
+    NoFiniteLogit,
+}
+
+/// How to pick each token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// 0 picks the most likely token (greedy); otherwise logits are divided by it.
+    pub temperature: f32,
+    /// Keep only the `top_k` most likely tokens; 0 keeps all.
+    pub top_k: usize,
+    /// Keep the smallest set of most likely tokens whose probability reaches `top_p`.
+    pub top_p: f32,
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+impl SamplingParams {
+    pub fn greedy() -> Self {
+        Self::default()
+    }
+
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0
+    }
+
+    pub fn validate(&self) -> Result<(), SamplingError> {
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
+            return Err(SamplingError::Temperature(self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(SamplingError::TopP(self.top_p));
+        }
+        Ok(())
+    }
+}
+
+/// A processed next-token distribution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Distribution {
+    /// `[vocab]`: probability of each token (0 outside the support).
+    pub probs: Vec<f32>,
+    /// Tokens with non-zero probability, most likely first (ties: lower id first).
+    pub support: Vec<u32>,
+}
+
+impl Distribution {
+    /// Builds the distribution `params` define over `logits`. For greedy params it is the
+    /// one-hot distribution of the argmax.
+    pub fn new(logits: &[f32], params: &SamplingParams) -> Result<Self, SamplingError> {
+        let vocab = logits.len();
+        if !logits.iter().any(|v| v.is_finite()) {
+            return Err(SamplingError::NoFiniteLogit);
+        }
+        if params.is_greedy() {
+            let best = argmax(logits);
+            let mut probs = vec![0f32; vocab];
+            probs[best as usize] = 1.0;
+            return Ok(Distribution {
+                probs,
+                support: vec![best],
+            });
+        }
+        let inv_t = 1.0 / params.temperature;
+        let by_logit = |a: &u32, b: &u32| {
+            let (la, lb) = (logits[*a as usize], logits[*b as usize]);
+            lb.total_cmp(&la).then(a.cmp(b))
+        };
+        let mut order: Vec<u32> = (0..vocab as u32)
+            .filter(|&i| logits[i as usize] > f32::NEG_INFINITY && !logits[i as usize].is_nan())
+            .collect();
+        if params.top_k > 0 && params.top_k < order.len() {
+            order.select_nth_unstable_by(params.top_k - 1, by_logit);
+            order.truncate(params.top_k);
+        }
+        order.sort_unstable_by(by_logit);
+        let max = logits[order[0] as usize];
+        let weights: Vec<f64> = order
+            .iter()
+            .map(|&i| (((logits[i as usize] - max) * inv_t) as f64).exp())
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let mut keep = order.len();
+        if params.top_p < 1.0 {
+            let mut cum = 0.0;
+            for (n, w) in weights.iter().enumerate() {
+                cum += w / total;
+                if cum >= params.top_p as f64 {
+                    keep = n + 1;
+                    break;
+                }
+            }
+        }
+        let kept_total: f64 = weights[..keep].iter().sum();
+        let mut probs = vec![0f32; vocab];
+        for (&i, &w) in order[..keep].iter().zip(&weights) {
+            probs[i as usize] = (w / kept_total) as f32;
+        }
+        order.truncate(keep);
+        Ok(Distribution {
+            probs,
+            support: order,
+        })
+    }
+
+    /// The token at cumulative probability `u` in `[0, 1)`, walking the support in order.
+    pub fn pick(&self, u: f64) -> u32 {
+        let mut cum = 0.0f64;
+        for &t in &self.support {
+            cum += self.probs[t as usize] as f64;
+            if u < cum {
+                return t;
+            }
+        }
+        // Rounding left `u` past the last cumulative sum: the least likely kept token.
+        *self.support.last().unwrap_or(&0)
+    }
+}
+
+/// Draws tokens from processed distributions with a seeded ChaCha8 generator, so a run is
+/// reproducible from its seed on every platform.
+pub struct Sampler {
+    pub params: SamplingParams,
+    rng: ChaCha8Rng,
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams) -> Result<Self, SamplingError> {
+        params.validate()?;
+        let rng = ChaCha8Rng::seed_from_u64(params.seed);
+        Ok(Sampler { params, rng })
+    }
+
+    /// A uniform number in `[0, 1)` with 53 random bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn distribution(&self, logits: &[f32]) -> Result<Distribution, SamplingError> {
+        Distribution::new(logits, &self.params)
+    }
+
+    /// Picks the next token from `logits`. Greedy parameters consume no randomness.
+    pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SamplingError> {
+        if self.params.is_greedy() {
+            if !logits.iter().any(|v| v.is_finite()) {
+                return Err(SamplingError::NoFiniteLogit);
+            }
+            return Ok(argmax(logits));
+        }
+        let dist = self.distribution(logits)?;
+        let u = self.uniform();
+        Ok(dist.pick(u))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(temperature: f32, top_k: usize, top_p: f32) -> SamplingParams {
+        SamplingParams {
+            temperature,
+            top_k,
+            top_p,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn invalid_parameters_are_rejected() {
+        assert_eq!(
+            Sampler::new(params(-1.0, 0, 1.0)).err(),
+            Some(SamplingError::Temperature(-1.0))
+        );
+        assert!(matches!(
+            Sampler::new(params(f32::NAN, 0, 1.0)),
+            Err(SamplingError::Temperature(_))
+        ));
+        assert_eq!(
+            Sampler::new(params(1.0, 0, 0.0)).err(),
+            Some(SamplingError::TopP(0.0))
+        );
+        assert_eq!(
+            Sampler::new(params(1.0, 0, 1.5)).err(),
+            Some(SamplingError::TopP(1.5))
+        );
+        let mut s = Sampler::new(params(1.0, 0, 1.0)).unwrap();
+        assert_eq!(
+            s.sample(&[f32::NAN, f32::NEG_INFINITY]),
+            Err(SamplingError::NoFiniteLogit)
+        );
+    }
+
+    #[test]
+    fn greedy_is_argmax_with_lowest_id_on_ties() {
+        let mut s = Sampler::new(SamplingParams::greedy()).unwrap();
+        assert_eq!(s.sample(&[0.0, 2.0, 2.0, 1.0]).unwrap(), 1);
+    }
+
+    #[test]
+    fn temperature_top_k_top_p() {
+        let logits = [0.0f32, 1.0, 2.0, 3.0];
+        let d = Distribution::new(&logits, &params(1.0, 0, 1.0)).unwrap();
+        let z: f32 = logits.iter().map(|l| l.exp()).sum();
+        for (i, l) in logits.iter().enumerate() {
+            assert!((d.probs[i] - l.exp() / z).abs() < 1e-6);
+        }
+        assert_eq!(d.support, vec![3, 2, 1, 0]);
+        // top-k 2 keeps tokens 3 and 2, renormalized.
+        let d = Distribution::new(&logits, &params(1.0, 2, 1.0)).unwrap();
+        assert_eq!(d.support, vec![3, 2]);
+        assert!((d.probs[3] - 1.0f32.exp() / (1.0 + 1.0f32.exp())).abs() < 1e-6);
+        // top-p 0.5: token 3 alone has 0.64 of the mass.
+        let d = Distribution::new(&logits, &params(1.0, 0, 0.5)).unwrap();
+        assert_eq!(d.support, vec![3]);
+        assert_eq!(d.probs[3], 1.0);
+        // A high temperature flattens.
+        let d = Distribution::new(&logits, &params(100.0, 0, 1.0)).unwrap();
+        assert!(d.probs.iter().all(|&p| (p - 0.25).abs() < 0.01));
+    }
+
+    #[test]
+    fn seeded_sampling_is_reproducible_and_follows_the_distribution() {
+        let logits = [1.0f32, 2.0, 0.5, 1.5];
+        let draw = |seed| {
+            let mut s = Sampler::new(SamplingParams {
+                seed,
+                ..params(1.0, 0, 1.0)
+            })
+            .unwrap();
+            (0..20000)
+                .map(|_| s.sample(&logits).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let a = draw(1);
+        assert_eq!(a, draw(1));
+        assert_ne!(a, draw(2));
+        let d = Distribution::new(&logits, &params(1.0, 0, 1.0)).unwrap();
+        for t in 0..4u32 {
+            let freq = a.iter().filter(|&&x| x == t).count() as f32 / a.len() as f32;
+            assert!(
+                (freq - d.probs[t as usize]).abs() < 0.015,
+                "token {t}: {freq} vs {}",
+                d.probs[t as usize]
+            );
+        }
+    }
+}
