@@ -8,6 +8,7 @@ mod config;
 mod cpu;
 mod error;
 mod lm;
+pub mod testing;
 mod tokenizer;
 
 pub use chat::{ChatMessage, ChatTemplate};
