@@ -27,4 +27,8 @@ pub enum ModelError {
     ContextFull { needed: usize, context: usize },
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
+    /// An engine-specific failure (GPU device lost, out of memory, ...); downcast to the
+    /// engine's error type for details.
+    #[error(transparent)]
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
 }

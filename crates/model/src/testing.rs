@@ -42,7 +42,11 @@ pub fn random_blocks(ty: GgmlType, n: usize, scale: f32, rng: &mut TestRng) -> V
     let bytes = ty.bytes_for(n as u64).expect("whole blocks") as usize;
     let f16 = |v: f32| half::f16::from_f32(v).to_le_bytes();
     match ty {
-        GgmlType::F32 => rng.floats(n, scale).iter().flat_map(|v| v.to_le_bytes()).collect(),
+        GgmlType::F32 => rng
+            .floats(n, scale)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
         GgmlType::F16 => rng.floats(n, scale).iter().flat_map(|&v| f16(v)).collect(),
         GgmlType::BF16 => rng
             .floats(n, scale)
@@ -64,7 +68,11 @@ pub fn random_blocks(ty: GgmlType, n: usize, scale: f32, rng: &mut TestRng) -> V
             for block in out.chunks_exact_mut(bb) {
                 for &(at, mag) in fields {
                     let v = scale * mag * (0.5 + 0.5 * rng.symmetric().abs());
-                    let v = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) && at == 2 { -v * 4.0 } else { v };
+                    let v = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) && at == 2 {
+                        -v * 4.0
+                    } else {
+                        v
+                    };
                     block[at..at + 2].copy_from_slice(&f16(v));
                 }
             }
@@ -106,7 +114,12 @@ impl TinyModel {
 
     /// A qwen2-style model: biases, NEOX RoPE, separate output.
     pub fn qwen2() -> Self {
-        TinyModel { arch: Architecture::Qwen2, separate_output: true, seed: 2, ..Self::llama() }
+        TinyModel {
+            arch: Architecture::Qwen2,
+            separate_output: true,
+            seed: 2,
+            ..Self::llama()
+        }
     }
 
     /// The GGUF bytes. Matrices rotate through the supported block formats so every format
@@ -160,13 +173,21 @@ impl TinyModel {
             GgmlType::F16,
         ];
         let mut next_format = 0usize;
-        let mut matrix = |w: &mut GgufWriter, rng: &mut TestRng, name: &str, rows: usize, cols: usize| {
-            let ty = FORMATS[next_format % FORMATS.len()];
-            next_format += 1;
-            let scale = 1.0 / (cols as f32).sqrt() * 2.0;
-            w.tensor(name, &[cols as u64, rows as u64], ty, random_blocks(ty, rows * cols, scale, rng));
+        let mut matrix =
+            |w: &mut GgufWriter, rng: &mut TestRng, name: &str, rows: usize, cols: usize| {
+                let ty = FORMATS[next_format % FORMATS.len()];
+                next_format += 1;
+                let scale = 1.0 / (cols as f32).sqrt() * 2.0;
+                w.tensor(
+                    name,
+                    &[cols as u64, rows as u64],
+                    ty,
+                    random_blocks(ty, rows * cols, scale, rng),
+                );
+            };
+        let norm = |rng: &mut TestRng, n: usize| -> Vec<f32> {
+            (0..n).map(|_| 1.0 + 0.2 * rng.symmetric()).collect()
         };
-        let norm = |rng: &mut TestRng, n: usize| -> Vec<f32> { (0..n).map(|_| 1.0 + 0.2 * rng.symmetric()).collect() };
 
         w.tensor(
             "token_embd.weight",
@@ -178,21 +199,55 @@ impl TinyModel {
             let n = |s: &str| format!("blk.{l}.{s}");
             let v = norm(&mut rng, self.n_embd);
             w.tensor_f32(&n("attn_norm.weight"), &[self.n_embd as u64], &v);
-            matrix(&mut w, &mut rng, &n("attn_q.weight"), self.n_embd, self.n_embd);
+            matrix(
+                &mut w,
+                &mut rng,
+                &n("attn_q.weight"),
+                self.n_embd,
+                self.n_embd,
+            );
             matrix(&mut w, &mut rng, &n("attn_k.weight"), kv, self.n_embd);
             matrix(&mut w, &mut rng, &n("attn_v.weight"), kv, self.n_embd);
             if self.arch == Architecture::Qwen2 {
-                for (name, len) in [("attn_q.bias", self.n_embd), ("attn_k.bias", kv), ("attn_v.bias", kv)] {
+                for (name, len) in [
+                    ("attn_q.bias", self.n_embd),
+                    ("attn_k.bias", kv),
+                    ("attn_v.bias", kv),
+                ] {
                     let b = rng.floats(len, 0.5);
                     w.tensor_f32(&n(name), &[len as u64], &b);
                 }
             }
-            matrix(&mut w, &mut rng, &n("attn_output.weight"), self.n_embd, self.n_embd);
+            matrix(
+                &mut w,
+                &mut rng,
+                &n("attn_output.weight"),
+                self.n_embd,
+                self.n_embd,
+            );
             let v = norm(&mut rng, self.n_embd);
             w.tensor_f32(&n("ffn_norm.weight"), &[self.n_embd as u64], &v);
-            matrix(&mut w, &mut rng, &n("ffn_gate.weight"), self.n_ff, self.n_embd);
-            matrix(&mut w, &mut rng, &n("ffn_up.weight"), self.n_ff, self.n_embd);
-            matrix(&mut w, &mut rng, &n("ffn_down.weight"), self.n_embd, self.n_ff);
+            matrix(
+                &mut w,
+                &mut rng,
+                &n("ffn_gate.weight"),
+                self.n_ff,
+                self.n_embd,
+            );
+            matrix(
+                &mut w,
+                &mut rng,
+                &n("ffn_up.weight"),
+                self.n_ff,
+                self.n_embd,
+            );
+            matrix(
+                &mut w,
+                &mut rng,
+                &n("ffn_down.weight"),
+                self.n_embd,
+                self.n_ff,
+            );
         }
         let v = norm(&mut rng, self.n_embd);
         w.tensor_f32("output_norm.weight", &[self.n_embd as u64], &v);
@@ -229,5 +284,9 @@ fn tiny_vocab() -> (Vec<String>, Vec<String>, Vec<i32>) {
         tokens.push(m.replace(' ', ""));
         types.push(1);
     }
-    (tokens, merges.iter().map(|s| s.to_string()).collect(), types)
+    (
+        tokens,
+        merges.iter().map(|s| s.to_string()).collect(),
+        types,
+    )
 }

@@ -23,7 +23,10 @@ fn one_by_one(m: &mut CpuModel, tokens: &[u32]) -> Vec<Vec<f32>> {
         .iter()
         .map(|&t| {
             let pos = m.cache_len();
-            block_on(m.forward(&Batch::causal(&[t], pos))).unwrap().row(0).to_vec()
+            block_on(m.forward(&Batch::causal(&[t], pos)))
+                .unwrap()
+                .row(0)
+                .to_vec()
         })
         .collect()
 }
@@ -39,9 +42,17 @@ fn logits_are_finite_and_depend_on_the_input() {
         let l = block_on(m.forward(&Batch::causal(&PROMPT, 0))).unwrap();
         assert_eq!(l.n_rows(), PROMPT.len());
         assert!(l.data.iter().all(|v| v.is_finite()), "{name}");
-        assert_ne!(l.row(5), l.row(6), "{name}: different contexts give different logits");
-        let spread = l.row(6).iter().fold(0f32, |a, &v| a.max(v)) - l.row(6).iter().fold(0f32, |a, &v| a.min(v));
-        assert!(spread > 0.1, "{name}: logits are nearly constant ({spread})");
+        assert_ne!(
+            l.row(5),
+            l.row(6),
+            "{name}: different contexts give different logits"
+        );
+        let spread = l.row(6).iter().fold(0f32, |a, &v| a.max(v))
+            - l.row(6).iter().fold(0f32, |a, &v| a.min(v));
+        assert!(
+            spread > 0.1,
+            "{name}: logits are nearly constant ({spread})"
+        );
     }
 }
 
@@ -108,8 +119,16 @@ fn tree_rows_equal_their_chains_and_compact_keeps_a_path() {
         assert_eq!(m.cache_len(), 5);
         let next = one_by_one(&mut m, &[20, 21]);
         let mut c = load(&spec);
-        block_on(c.forward(&Batch::causal(&[PROMPT[0], PROMPT[1], PROMPT[2], 10, 13], 0))).unwrap();
-        assert_eq!(next, one_by_one(&mut c, &[20, 21]), "{name}: after compaction");
+        block_on(c.forward(&Batch::causal(
+            &[PROMPT[0], PROMPT[1], PROMPT[2], 10, 13],
+            0,
+        )))
+        .unwrap();
+        assert_eq!(
+            next,
+            one_by_one(&mut c, &[20, 21]),
+            "{name}: after compaction"
+        );
 
         assert!(m.compact(3, &[1, 0]).is_err());
         assert!(m.compact(3, &[9]).is_err());
@@ -122,12 +141,19 @@ fn bad_batches_are_typed_errors() {
     let vocab = m.config().vocab_size as u32;
     let err = block_on(m.forward(&Batch::causal(&[vocab], 0))).unwrap_err();
     assert!(matches!(err, ModelError::TokenOutOfRange { .. }), "{err}");
-    assert!(matches!(block_on(m.forward(&Batch::causal(&[], 0))), Err(ModelError::InvalidBatch(_))));
+    assert!(matches!(
+        block_on(m.forward(&Batch::causal(&[], 0))),
+        Err(ModelError::InvalidBatch(_))
+    ));
     let cap = m.capacity();
     let long = vec![1u32; cap + 1];
     let err = block_on(m.forward(&Batch::causal(&long, 0))).unwrap_err();
     assert!(matches!(err, ModelError::ContextFull { .. }), "{err}");
-    assert_eq!(m.cache_len(), 0, "a failed forward leaves the cache as it was");
+    assert_eq!(
+        m.cache_len(),
+        0,
+        "a failed forward leaves the cache as it was"
+    );
 }
 
 #[test]
@@ -137,7 +163,16 @@ fn context_option_caps_the_cache() {
     assert_eq!(m.capacity(), 8);
     block_on(m.forward(&Batch::causal(&[1; 8], 0))).unwrap();
     let err = block_on(m.forward(&Batch::causal(&[1], 8))).unwrap_err();
-    assert!(matches!(err, ModelError::ContextFull { needed: 9, context: 8 }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ModelError::ContextFull {
+                needed: 9,
+                context: 8
+            }
+        ),
+        "{err}"
+    );
     assert!(CpuModel::load(&file, Some(0)).is_err());
 }
 
@@ -148,7 +183,10 @@ fn unsupported_architecture_and_tensor_type() {
     bytes[at..at + 5].copy_from_slice(b"mamba");
     let file = GgufFile::from_bytes(bytes).unwrap();
     let err = CpuModel::load(&file, None).err().unwrap();
-    assert!(matches!(err, ModelError::UnsupportedArchitecture(ref a) if a == "mamba"), "{err}");
+    assert!(
+        matches!(err, ModelError::UnsupportedArchitecture(ref a) if a == "mamba"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -158,10 +196,17 @@ fn known_but_unsupported_tensor_type_is_refused() {
     let name = b"blk.0.attn_q.weight";
     let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len();
     let ty_at = at + 4 + 16;
-    assert_eq!(bytes[ty_at..ty_at + 4], 2u32.to_le_bytes(), "attn_q is Q4_0 in the tiny model");
+    assert_eq!(
+        bytes[ty_at..ty_at + 4],
+        2u32.to_le_bytes(),
+        "attn_q is Q4_0 in the tiny model"
+    );
     bytes[ty_at..ty_at + 4].copy_from_slice(&20u32.to_le_bytes());
     let file = GgufFile::from_bytes(bytes).unwrap();
     let err = CpuModel::load(&file, None).err().unwrap();
-    assert!(matches!(err, ModelError::UnsupportedTensorType { .. }), "{err}");
+    assert!(
+        matches!(err, ModelError::UnsupportedTensorType { .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("IQ4_NL"), "{err}");
 }

@@ -1,0 +1,154 @@
+//! Acquiring a device is separate from running on it, so tests and the browser can bring
+//! their own.
+
+use std::sync::{Arc, Mutex};
+
+use crate::GpuError;
+
+/// What to ask the adapter for.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Caps the storage-buffer binding size used for weights below what the adapter allows
+    /// (tests use it to force tensor splitting; `None` takes the adapter's limit).
+    pub max_binding_size: Option<u64>,
+}
+
+/// A device, its queue, and what the engine learned about them.
+#[derive(Clone)]
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter_info: String,
+    /// Largest storage buffer binding the engine may use.
+    pub max_binding_size: u64,
+    /// Set once the device is lost or reports an error nobody captured; every later call
+    /// fails with it instead of computing garbage.
+    pub(crate) fault: Arc<Mutex<Option<GpuError>>>,
+}
+
+impl GpuContext {
+    /// Finds an adapter (high performance first) and opens a device with the limits the
+    /// engine needs.
+    pub async fn new(options: GpuOptions) -> Result<Self, GpuError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(format!(": {e}")))?;
+        let info = adapter.get_info();
+        let available = adapter.limits();
+        let required = required_limits(&available)?;
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("runahead"),
+                required_features: wgpu::Features::empty(),
+                required_limits: required,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
+        let adapter_info = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
+        Ok(Self::from_device(device, queue, adapter_info, options))
+    }
+
+    /// Wraps a device someone else opened. Its limits must cover [`required_limits`].
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter_info: String,
+        options: GpuOptions,
+    ) -> Self {
+        let limits = device.limits();
+        let max_binding_size = options
+            .max_binding_size
+            .unwrap_or(u64::MAX)
+            .min(limits.max_storage_buffer_binding_size)
+            .min(limits.max_buffer_size);
+        let fault = Arc::new(Mutex::new(None));
+        let lost = fault.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut f) = lost.lock() {
+                f.get_or_insert(GpuError::DeviceLost(format!("{reason:?}: {message}")));
+            }
+        });
+        let uncaptured = fault.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut f) = uncaptured.lock() {
+                f.get_or_insert(match e {
+                    wgpu::Error::OutOfMemory { .. } => GpuError::OutOfMemory(e.to_string()),
+                    other => GpuError::Validation(other.to_string()),
+                });
+            }
+        }));
+        GpuContext {
+            device,
+            queue,
+            adapter_info,
+            max_binding_size,
+            fault,
+        }
+    }
+
+    /// The first fault the device reported, if any.
+    pub fn check(&self) -> Result<(), GpuError> {
+        match self.fault.lock() {
+            Ok(f) => f.clone().map_or(Ok(()), Err),
+            Err(_) => Err(GpuError::DeviceLost("fault state poisoned".into())),
+        }
+    }
+}
+
+/// The engine's minimum limits: WebGPU's defaults, with the largest buffers the adapter
+/// offers (weights and KV caches are big).
+pub fn required_limits(available: &wgpu::Limits) -> Result<wgpu::Limits, GpuError> {
+    let base = wgpu::Limits::downlevel_defaults();
+    let need = |limit: &'static str, needed: u64, have: u64| {
+        if have < needed {
+            Err(GpuError::LimitTooSmall {
+                limit,
+                needed,
+                available: have,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    need(
+        "maxStorageBuffersPerShaderStage",
+        6,
+        available.max_storage_buffers_per_shader_stage.into(),
+    )?;
+    need(
+        "maxComputeInvocationsPerWorkgroup",
+        64,
+        available.max_compute_invocations_per_workgroup.into(),
+    )?;
+    need(
+        "maxComputeWorkgroupStorageSize",
+        4096,
+        available.max_compute_workgroup_storage_size.into(),
+    )?;
+    need(
+        "maxStorageBufferBindingSize",
+        1 << 24,
+        available.max_storage_buffer_binding_size,
+    )?;
+    Ok(wgpu::Limits {
+        max_storage_buffer_binding_size: available.max_storage_buffer_binding_size,
+        max_buffer_size: available.max_buffer_size,
+        max_storage_buffers_per_shader_stage: available.max_storage_buffers_per_shader_stage.min(8),
+        max_compute_workgroup_storage_size: available.max_compute_workgroup_storage_size.min(16384),
+        max_compute_invocations_per_workgroup: available
+            .max_compute_invocations_per_workgroup
+            .min(256),
+        max_compute_workgroup_size_x: available.max_compute_workgroup_size_x.min(256),
+        max_compute_workgroups_per_dimension: available
+            .max_compute_workgroups_per_dimension
+            .min(65535),
+        ..base
+    })
+}

@@ -1,0 +1,20 @@
+//! The model's forward pass as WGSL compute shaders over wgpu: natively on Vulkan/Metal/DX12
+//! and in the browser on WebGPU, with one code path and no blocking call on wasm.
+//!
+//! Scope: tokens in, logits (or per-row argmax) out, through [`runahead_model::LanguageModel`].
+//! Weights stay in their GGUF block formats on the GPU and are decoded inside the kernels.
+//! Every row of every kernel reduces in an order fixed by the row alone, so a token's logits
+//! are bit-identical whether it is computed alone or in a block (batch invariance), which is
+//! what lets greedy speculative decoding equal plain decoding exactly.
+
+mod context;
+mod error;
+pub mod kernels;
+mod model;
+mod readback;
+mod tensor;
+
+pub use context::{GpuContext, GpuOptions};
+pub use error::GpuError;
+pub use model::{GpuModel, GpuStats};
+pub use tensor::GpuMatrix;

@@ -1,0 +1,404 @@
+//! Loading: uploads weights, allocates activations and the KV cache, compiles pipelines,
+//! and records the forward pass as a list of dispatches with their bind groups.
+
+use std::cell::Cell;
+
+use wgpu::util::DeviceExt;
+use wgpu::BufferUsages as U;
+
+use runahead_gguf::GgufFile;
+use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
+
+use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
+use crate::kernels::{params, Op, Pipelines};
+use crate::{GpuContext, GpuError, GpuMatrix};
+
+struct Builder<'a> {
+    ctx: &'a GpuContext,
+    pipelines: Pipelines,
+    dispatches: Vec<Dispatch>,
+    step: wgpu::Buffer,
+}
+
+impl Builder<'_> {
+    fn buffer(&self, label: &str, bytes: usize, usage: U) -> Result<wgpu::Buffer> {
+        let size = bytes.max(4) as u64;
+        if usage.contains(U::STORAGE) && size > self.ctx.max_binding_size {
+            return Err(GpuError::LimitTooSmall {
+                limit: "maxStorageBufferBindingSize",
+                needed: size,
+                available: self.ctx.max_binding_size,
+            }
+            .into());
+        }
+        Ok(self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        }))
+    }
+
+    fn storage(&self, label: &str, bytes: usize) -> Result<wgpu::Buffer> {
+        self.buffer(label, bytes, U::STORAGE | U::COPY_SRC | U::COPY_DST)
+    }
+
+    fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        self.ctx
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("params"),
+                contents: bytemuck::cast_slice(&params(words)),
+                usage: U::UNIFORM,
+            })
+    }
+
+    fn f32_storage(&self, label: &str, data: &[f32]) -> wgpu::Buffer {
+        self.ctx
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: bytemuck::cast_slice(data),
+                usage: U::STORAGE,
+            })
+    }
+
+    /// A dispatch of `op` whose bindings are `buffers` in binding order, then the op's
+    /// uniform parameters, then the step uniform.
+    fn make(
+        &mut self,
+        op: Op,
+        format: Option<runahead_gguf::GgmlType>,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        grid: Grid,
+    ) -> Dispatch {
+        let pipeline = self
+            .pipelines
+            .get_or_create(&self.ctx.device, op, format)
+            .clone();
+        let uniform = self.uniform(params);
+        let mut all: Vec<&wgpu::Buffer> = buffers.to_vec();
+        all.push(&uniform);
+        all.push(&self.step);
+        let entries: Vec<wgpu::BindGroupEntry> = all
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = self
+            .ctx
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&format!("{op:?}")),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            });
+        Dispatch {
+            pipeline,
+            bind_group,
+            grid,
+        }
+    }
+
+    fn push(
+        &mut self,
+        op: Op,
+        format: Option<runahead_gguf::GgmlType>,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        grid: Grid,
+    ) {
+        let d = self.make(op, format, buffers, params, grid);
+        self.dispatches.push(d);
+    }
+
+    /// y (+)= W x, one dispatch per piece of W.
+    fn matmul(
+        &mut self,
+        w: &GpuMatrix,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        y_stride: usize,
+        accumulate: bool,
+    ) {
+        for piece in &w.pieces {
+            let p = [
+                w.cols as u32,
+                piece.rows as u32,
+                w.row_bytes as u32,
+                piece.row_start as u32,
+                y_stride as u32,
+                accumulate as u32,
+            ];
+            self.push(
+                Op::Matmul,
+                Some(w.ty),
+                &[&piece.buffer, x, y],
+                &p,
+                Grid::Matmul { n: piece.rows },
+            );
+        }
+    }
+}
+
+fn matrix(
+    ctx: &GpuContext,
+    file: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<GpuMatrix> {
+    let info = file.tensor_info(name)?;
+    if info.shape != [cols as u64, rows as u64] {
+        return Err(ModelError::TensorShape {
+            name: name.to_owned(),
+            expected: vec![cols as u64, rows as u64],
+            found: info.shape.clone(),
+        });
+    }
+    Ok(GpuMatrix::upload(
+        ctx,
+        name,
+        info.ty,
+        file.tensor_bytes(info),
+        rows,
+        cols,
+    )?)
+}
+
+fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    let info = file.tensor_info(name)?;
+    if info.shape != [len as u64] {
+        return Err(ModelError::TensorShape {
+            name: name.to_owned(),
+            expected: vec![len as u64],
+            found: info.shape.clone(),
+        });
+    }
+    if !info.ty.is_supported() {
+        return Err(ModelError::UnsupportedTensorType {
+            name: name.to_owned(),
+            ty: info.ty,
+        });
+    }
+    Ok(file.tensor_f32(name)?)
+}
+
+pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
+    let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
+    let vocab = embd.shape.get(1).copied().unwrap_or(0) as usize;
+    let config = ModelConfig::from_metadata(&file.header.metadata, vocab)?;
+    let c = &config;
+    let capacity = context.unwrap_or(DEFAULT_CONTEXT).min(c.context_length);
+    if capacity == 0 {
+        return Err(ModelError::Config("context size must be at least 1".into()));
+    }
+    let (d, kv_dim, ff, r) = (c.n_embd, c.kv_dim(), c.n_ff, MAX_ROWS);
+    if c.head_dim > 128 || c.rope_dim % 2 != 0 {
+        return Err(ModelError::Config(format!(
+            "head dimension {} is above the GPU engine's 128",
+            c.head_dim
+        )));
+    }
+
+    let step = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("step"),
+        size: 16,
+        usage: U::UNIFORM | U::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut b = Builder {
+        ctx,
+        pipelines: Pipelines::default(),
+        dispatches: Vec::new(),
+        step,
+    };
+
+    // Activations, [MAX_ROWS, width] each.
+    let x = b.storage("x", r * d * 4)?;
+    let h = b.storage("h", r * d * 4)?;
+    let q = b.storage("q", r * d * 4)?;
+    let k = b.storage("k", r * kv_dim * 4)?;
+    let v = b.storage("v", r * kv_dim * 4)?;
+    let attn = b.storage("attn", r * d * 4)?;
+    let gate = b.storage("gate", r * ff * 4)?;
+    let up = b.storage("up", r * ff * 4)?;
+    let scores = b.storage("scores", r * c.n_heads * capacity * 4)?;
+    let io = StepBuffers {
+        step: b.step.clone(),
+        tokens: b.storage("tokens", r * 4)?,
+        positions: b.storage("positions", r * 4)?,
+        visible: b.storage("visible", r * (1 + r) * 4)?,
+        logits: b.storage("logits", r * vocab * 4)?,
+        argmax: b.storage("argmax", r * 4)?,
+        logits_read: b.buffer("logits_read", r * vocab * 4, U::MAP_READ | U::COPY_DST)?,
+        argmax_read: b.buffer("argmax_read", r * 4, U::MAP_READ | U::COPY_DST)?,
+    };
+    let kv = KvBuffers {
+        k: (0..c.n_layers)
+            .map(|l| b.storage(&format!("k_cache.{l}"), capacity * kv_dim * 4))
+            .collect::<Result<_>>()?,
+        v: (0..c.n_layers)
+            .map(|l| b.storage(&format!("v_cache.{l}"), capacity * kv_dim * 4))
+            .collect::<Result<_>>()?,
+        scratch: b.storage("kv_scratch", r * kv_dim * 4)?,
+    };
+
+    // Embedding lookup, one dispatch per piece of the table.
+    let token_embd = matrix(ctx, file, TensorNames::TOKEN_EMBD, vocab, d)?;
+    for piece in &token_embd.pieces {
+        let p = [
+            d as u32,
+            piece.row_start as u32,
+            (piece.row_start + piece.rows) as u32,
+            token_embd.row_bytes as u32,
+        ];
+        b.push(
+            Op::Embed,
+            Some(token_embd.ty),
+            &[&piece.buffer, &io.tokens, &x],
+            &p,
+            Grid::Elements { per_token: d / 32 },
+        );
+    }
+
+    let eps = c.rms_eps.to_bits();
+    let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
+    let neox = (c.rope_mode == RopeMode::Neox) as u32;
+    let rope_pairs = c.rope_dim / 2;
+    for l in 0..c.n_layers {
+        let name = |w: &str| TensorNames::layer(l, w);
+        let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
+        b.push(
+            Op::RmsNorm,
+            None,
+            &[&x, &attn_norm, &h],
+            &[d as u32, eps],
+            Grid::PerToken,
+        );
+        let wq = matrix(ctx, file, &name("attn_q.weight"), d, d)?;
+        let wk = matrix(ctx, file, &name("attn_k.weight"), kv_dim, d)?;
+        let wv = matrix(ctx, file, &name("attn_v.weight"), kv_dim, d)?;
+        b.matmul(&wq, &h, &q, d, false);
+        b.matmul(&wk, &h, &k, kv_dim, false);
+        b.matmul(&wv, &h, &v, kv_dim, false);
+        if c.qkv_bias {
+            for (bias, buf, n) in [
+                ("attn_q.bias", &q, d),
+                ("attn_k.bias", &k, kv_dim),
+                ("attn_v.bias", &v, kv_dim),
+            ] {
+                let bias = b.f32_storage(bias, &vector(file, &name(bias), n)?);
+                b.push(
+                    Op::AddBias,
+                    None,
+                    &[buf, &bias],
+                    &[n as u32],
+                    Grid::Elements { per_token: n },
+                );
+            }
+        }
+        for (buf, heads) in [(&q, c.n_heads), (&k, c.n_kv_heads)] {
+            let p = [
+                heads as u32,
+                c.head_dim as u32,
+                c.rope_dim as u32,
+                neox,
+                theta_scale,
+            ];
+            b.push(
+                Op::Rope,
+                None,
+                &[buf, &io.positions],
+                &p,
+                Grid::Elements {
+                    per_token: heads * rope_pairs,
+                },
+            );
+        }
+        b.push(
+            Op::KvStore,
+            None,
+            &[&k, &v, &kv.k[l], &kv.v[l]],
+            &[kv_dim as u32],
+            Grid::Elements { per_token: kv_dim },
+        );
+        let p = [
+            c.n_heads as u32,
+            c.n_kv_heads as u32,
+            c.head_dim as u32,
+            capacity as u32,
+            r as u32,
+            (1.0 / (c.head_dim as f32).sqrt()).to_bits(),
+        ];
+        b.push(
+            Op::Attention,
+            None,
+            &[&q, &kv.k[l], &kv.v[l], &scores, &attn, &io.visible],
+            &p,
+            Grid::Attention { heads: c.n_heads },
+        );
+        let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;
+        b.matmul(&wo, &attn, &x, d, true);
+
+        let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
+        b.push(
+            Op::RmsNorm,
+            None,
+            &[&x, &ffn_norm, &h],
+            &[d as u32, eps],
+            Grid::PerToken,
+        );
+        let w_gate = matrix(ctx, file, &name("ffn_gate.weight"), ff, d)?;
+        let w_up = matrix(ctx, file, &name("ffn_up.weight"), ff, d)?;
+        let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
+        b.matmul(&w_gate, &h, &gate, ff, false);
+        b.matmul(&w_up, &h, &up, ff, false);
+        b.push(
+            Op::SiluMul,
+            None,
+            &[&gate, &up],
+            &[ff as u32],
+            Grid::Elements { per_token: ff },
+        );
+        b.matmul(&w_down, &gate, &x, d, true);
+    }
+
+    let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
+    b.push(
+        Op::RmsNorm,
+        None,
+        &[&x, &output_norm, &h],
+        &[d as u32, eps],
+        Grid::PerToken,
+    );
+    let output = match file.header.tensor(TensorNames::OUTPUT) {
+        Some(_) => matrix(ctx, file, TensorNames::OUTPUT, vocab, d)?,
+        None => token_embd,
+    };
+    b.matmul(&output, &h, &io.logits, vocab, false);
+    let argmax_dispatch = b.make(
+        Op::Argmax,
+        None,
+        &[&io.logits, &io.argmax],
+        &[vocab as u32],
+        Grid::PerToken,
+    );
+    ctx.check()?;
+
+    Ok(GpuModel {
+        ctx: ctx.clone(),
+        config,
+        capacity,
+        cache_len: 0,
+        dispatches: b.dispatches,
+        argmax_dispatch,
+        io,
+        kv,
+        stats: Cell::new(Default::default()),
+    })
+}

@@ -1,0 +1,34 @@
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use pollster::block_on;
+use runahead_gpu::{GpuContext, GpuOptions};
+
+/// One device for the whole test binary (lavapipe on CI; any Vulkan GPU elsewhere).
+pub fn ctx() -> GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| {
+        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+            std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+        }
+        block_on(GpuContext::new(GpuOptions::default())).unwrap_or_else(|e| {
+            panic!("{e}\nThe GPU tests need a Vulkan device; on a machine without a GPU install lavapipe: apt-get install mesa-vulkan-drivers")
+        })
+    })
+    .clone()
+}
+
+/// Largest |a - b| relative to the largest |b|, and where it is.
+pub fn max_rel_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+    let mut worst = (0f32, 0usize);
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let d = (x - y).abs() / scale;
+        if !(d <= worst.0) {
+            worst = (d, i);
+        }
+    }
+    worst
+}

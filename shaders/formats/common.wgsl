@@ -1,0 +1,49 @@
+// Byte-level access to a weight tensor stored as raw GGUF blocks in `weights: array<u32>`
+// (declared by the kernel that includes this file). GGUF blocks are not 4-byte aligned
+// (Q4_0 blocks are 18 bytes), so fields are read by byte offset. Little-endian throughout.
+
+fn byte_at(b: u32) -> u32 {
+    return (weights[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// Exact f16 -> f32 from the 16 bits, without unpack2x16float (a capability some backends
+// lack).
+fn f16_to_f32(h: u32) -> f32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0u) {
+        let v = f32(m) * 5.9604645e-8; // subnormal: m * 2^-24
+        return select(v, -v, sign != 0u);
+    }
+    if (e == 31u) {
+        return bitcast<f32>(sign | 0x7f800000u | (m << 13u));
+    }
+    return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+// An f16 at a 2-byte-aligned offset.
+fn f16_at(b: u32) -> f32 {
+    let word = weights[b >> 2u];
+    return f16_to_f32(select(word & 0xffffu, word >> 16u, (b & 2u) != 0u));
+}
+
+fn u32_at(b: u32) -> u32 {
+    return byte_at(b) | (byte_at(b + 1u) << 8u) | (byte_at(b + 2u) << 16u) | (byte_at(b + 3u) << 24u);
+}
+
+fn i8_at(b: u32) -> f32 {
+    let q = byte_at(b);
+    return f32(select(i32(q), i32(q) - 256, q > 127u));
+}
+
+// The 6-bit scale and min of sub-block j (0..8) of a Q4_K/Q5_K superblock whose 12 packed
+// scale bytes start at byte s.
+fn k_scale_min(j: u32, s: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(byte_at(s + j) & 63u), f32(byte_at(s + j + 4u) & 63u));
+    }
+    let sc = (byte_at(s + j + 4u) & 15u) | ((byte_at(s + j - 4u) >> 6u) << 4u);
+    let m = (byte_at(s + j + 4u) >> 4u) | ((byte_at(s + j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
