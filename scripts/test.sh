@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole check: what CI runs after scripts/setup.sh, and what to run before pushing.
+#
+#   scripts/test.sh              # all steps, in order, stopping at the first failure
+#   scripts/test.sh fmt clippy   # only the named steps
+#
+# Steps: models (the model files exist), fmt, clippy (native), wasm-clippy (wasm32 browser
+# crates, scripts/wasm.sh), test (cargo test --workspace).
+#
+# Tests run in cargo's test profile (no --release): Cargo.toml already builds it at opt-level 3,
+# it keeps debug assertions and overflow checks on, and it shares target/debug with
+# `cargo clippy` (build scripts, proc macros) and with a developer's plain `cargo test`.
+#
+# Build caches: target/ (native) and target-wasm/ (wasm32, scripts/wasm.sh); CARGO_TARGET_DIR and
+# WASM_TARGET_DIR override them. RUNAHEAD_MODELS overrides the model directory (default models/).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+export WASM_TARGET_DIR=${WASM_TARGET_DIR:-$root/target-wasm}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# wgpu/Vulkan (lavapipe) warns without a writable XDG_RUNTIME_DIR.
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -w "${XDG_RUNTIME_DIR}" ]; then
+  XDG_RUNTIME_DIR=$(mktemp -d "${TMPDIR:-/tmp}/runahead-xdg.XXXXXX")
+  chmod 700 "$XDG_RUNTIME_DIR"
+  export XDG_RUNTIME_DIR
+  trap 'rm -rf "$XDG_RUNTIME_DIR"' EXIT
+fi
+
+# The models the test suite loads, with the scripts/fetch-models.sh set that fetches each.
+MODELS=("SmolLM2-135M-Instruct.Q4_1.gguf smollm2" "Qwen2.5-Coder-0.5B-Instruct.gguf qwen-draft")
+
+step_models() {
+  local dir=${RUNAHEAD_MODELS:-$root/models} m file set missing=0
+  for m in "${MODELS[@]}"; do
+    read -r file set <<< "$m"
+    if [ ! -s "$dir/$file" ]; then
+      echo "test.sh: missing model $dir/$file: run scripts/fetch-models.sh $set" >&2
+      missing=1
+    fi
+  done
+  if [ "$missing" = 1 ]; then
+    echo "test.sh: (scripts/setup.sh fetches all of them)" >&2
+    return 1
+  fi
+}
+step_fmt() { cargo fmt --all -- --check; }
+step_clippy() { cargo clippy --workspace --all-targets -- -D warnings; }
+step_wasm_clippy() { "$root/scripts/wasm.sh" clippy; }
+step_test() { cargo test --workspace; }
+
+ALL_STEPS=(models fmt clippy wasm-clippy test)
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
+
+for s in "${steps[@]}"; do
+  case "$s" in
+    models | fmt | clippy | wasm-clippy | test) ;;
+    *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
+  esac
+done
+
+total_start=$SECONDS
+for s in "${steps[@]}"; do
+  echo "== test.sh: $s"
+  start=$SECONDS
+  if ! "step_${s//-/_}"; then
+    echo "== test.sh: FAILED at step '$s' after $((SECONDS - start))s" >&2
+    exit 1
+  fi
+  echo "== test.sh: $s ok ($((SECONDS - start))s)"
+done
+echo "== test.sh: all ok (${steps[*]}) in $((SECONDS - total_start))s"

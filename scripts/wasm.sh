@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds / lints the browser crates for wasm32-unknown-unknown with Debian's rustc-web toolchain
+# (see shared/toolchain.md: rustup here has no wasm32 std, so std is built from rust-web-src with
+# -Zbuild-std). Installed by scripts/setup.sh: rustc-web cargo-web rust-web-src rust-web-clippy lld-22.
+#
+#   scripts/wasm.sh clippy [cargo args...]   # cargo clippy ... -- -D warnings
+#   scripts/wasm.sh build  [cargo args...]   # cargo build --release
+#   scripts/wasm.sh check  [cargo args...]   # cargo check (quick)
+#
+# Output goes to target-wasm/ (override with WASM_TARGET_DIR) so the native rustup builds in
+# target/ and the wasm builds never invalidate each other. CARGO_BUILD_JOBS limits parallelism.
+set -euo pipefail
+
+# The crates that must compile for the browser. Add new browser crates here
+# (WASM_CRATES="a b" in the environment overrides the list for one run).
+DEFAULT_WASM_CRATES="runahead-gguf runahead-model runahead-speculate runahead-gpu"
+read -r -a WASM_CRATES <<< "${WASM_CRATES:-$DEFAULT_WASM_CRATES}"
+
+TARGET=wasm32-unknown-unknown
+DEB_BIN=${DEB_RUST_BIN:-/usr/bin}   # where rustc-web / cargo-web / rust-web-clippy put their binaries
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+die() { echo "wasm.sh: $*" >&2; exit 1; }
+
+need() {
+  [ -x "$DEB_BIN/$1" ] || die "$DEB_BIN/$1 not found: install Debian's $2 (scripts/setup.sh does)"
+}
+need rustc rustc-web
+need cargo cargo-web
+[ -d /usr/lib/rustlib/src/rust/library ] || die "std sources missing: install rust-web-src (scripts/setup.sh does)"
+
+export CARGO_TARGET_DIR=${WASM_TARGET_DIR:-$root/target-wasm}
+# Use Debian's compiler and cargo, never rustup's proxies in ~/.cargo/bin (same version for the
+# build-std'd std, the dependencies and the workspace crates). RUSTC_BOOTSTRAP allows -Zbuild-std
+# on this stable compiler.
+export RUSTC=$DEB_BIN/rustc
+export CARGO=$DEB_BIN/cargo
+export RUSTC_BOOTSTRAP=1
+unset RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTDOC
+# cargo looks subcommands and tools up on PATH: put Debian's bin first for anything it spawns.
+export PATH=$DEB_BIN:$PATH
+
+pkgs=()
+for c in "${WASM_CRATES[@]}"; do pkgs+=(-p "$c"); done
+common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  clippy)
+    need cargo-clippy rust-web-clippy
+    need clippy-driver rust-web-clippy
+    # Call Debian's cargo-clippy directly rather than `cargo clippy`: cargo would search
+    # $CARGO_HOME/bin (rustup's cargo-clippy proxy) before PATH unless it is on PATH already.
+    # cargo-clippy runs $CARGO check with RUSTC_WORKSPACE_WRAPPER=<its own dir>/clippy-driver,
+    # i.e. /usr/bin/clippy-driver, which links the same librustc_driver as /usr/bin/rustc.
+    echo "wasm.sh: clippy ($TARGET) ${WASM_CRATES[*]}"
+    "$DEB_BIN/cargo-clippy" clippy "${common[@]}" "$@" -- -D warnings
+    ;;
+  build)
+    echo "wasm.sh: build --release ($TARGET) ${WASM_CRATES[*]}"
+    "$CARGO" build --release "${common[@]}" "$@"
+    ;;
+  check)
+    echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"
+    "$CARGO" check "${common[@]}" "$@"
+    ;;
+  *)
+    die "usage: scripts/wasm.sh {clippy|build|check} [cargo args...]"
+    ;;
+esac
