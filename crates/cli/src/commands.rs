@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
-use runahead_model::{ChatMessage, ChatTemplate, CpuModel, ModelConfig, Tokenizer};
+use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
 use runahead_speculate::{generate as run_generation, GenerateOptions, SamplingParams};
 use serde_json::json;
 
@@ -119,9 +120,6 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             args.draft
         );
     }
-    if args.backend == Backend::Gpu {
-        bail!("--backend gpu: the GPU engine is not available yet; use --backend cpu");
-    }
     let file = open(&args.model)?;
     let tok = tokenizer(&file)?;
     let text = if args.chat {
@@ -142,20 +140,41 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     if let Some(0) = args.context {
         bail!("--context must be at least 1");
     }
-    let mut model =
-        CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
-
     let opts = GenerateOptions {
         max_tokens: args.max_tokens,
         sampling,
     };
+    match args.backend {
+        Backend::Cpu => {
+            let mut model =
+                CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
+            run(&mut model, &tok, &prompt, &opts, args)
+        }
+        Backend::Gpu => {
+            let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))
+                .context("cannot open a GPU")?;
+            eprintln!("[gpu: {}]", ctx.adapter_info);
+            let mut model = GpuModel::load(&ctx, &file, args.context)
+                .context("cannot load the model onto the GPU")?;
+            run(&mut model, &tok, &prompt, &opts, args)
+        }
+    }
+}
+
+fn run<M: LanguageModel>(
+    model: &mut M,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    args: &GenerateArgs,
+) -> Result<()> {
     let mut decoder = tok.decoder();
     let mut stdout = std::io::stdout();
     let stream = !args.json;
     let result = pollster::block_on(run_generation(
-        &mut model,
-        &prompt,
-        &opts,
+        model,
+        prompt,
+        opts,
         |t| tok.is_end(t),
         |t, _| {
             if stream && !tok.is_end(t) {

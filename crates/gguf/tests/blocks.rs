@@ -1,4 +1,5 @@
 //! Dequantization of hand-built blocks with known values.
+#![allow(clippy::needless_range_loop)] // index loops mirror the block layouts
 
 use half::{bf16, f16};
 use runahead_gguf::{dequantize, GgmlType};

@@ -100,6 +100,7 @@ pub struct GpuModel {
     stats: Cell<GpuStats>,
 }
 
+#[derive(Clone, Copy)]
 enum Want {
     Logits,
     Argmax,
@@ -208,11 +209,7 @@ impl GpuModel {
         let (mut logits, mut ids) = (Vec::new(), Vec::new());
         for (i, chunk) in batch.tokens.chunks(MAX_ROWS).enumerate() {
             let sub = Batch::causal(chunk, batch.positions[i * MAX_ROWS]);
-            let w = match want {
-                Want::Logits => Want::Logits,
-                Want::Argmax => Want::Argmax,
-            };
-            let (l, a) = self.run(&sub, w).await?;
+            let (l, a) = self.run(&sub, want).await?;
             logits.extend(l);
             ids.extend(a);
         }

@@ -41,7 +41,7 @@ impl GpuMatrix {
                 ty,
             });
         }
-        if cols % 32 != 0 {
+        if !cols.is_multiple_of(32) {
             return Err(GpuError::Validation(format!(
                 "tensor '{name}': rows of {cols} elements are not whole units of 32"
             )));

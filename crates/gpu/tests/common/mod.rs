@@ -26,7 +26,7 @@ pub fn max_rel_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
     let mut worst = (0f32, 0usize);
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         let d = (x - y).abs() / scale;
-        if !(d <= worst.0) {
+        if d.is_nan() || d > worst.0 {
             worst = (d, i);
         }
     }
