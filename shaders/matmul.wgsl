@@ -2,10 +2,10 @@
 // activation rows. Prepended with formats/common.wgsl and one formats/*.wgsl, which define
 // `load_unit(row_byte, u)`: the 32 weights of unit u of the row starting at byte row_byte.
 //
-// A workgroup computes ROWS output rows for up to TILE tokens; THREADS threads share a row,
-// thread i taking units i, i + THREADS, ... Each (row, token) value is reduced in an order
-// fixed by the row length alone, so a token's result is bit-identical whatever the block
-// size M or its place in the block (batch invariance).
+// One invocation computes one output row for up to TILE tokens, walking the row's units in
+// order: no shared memory and no barriers (which CPU-emulated GPUs make expensive), and each
+// (row, token) value is reduced in an order fixed by the row length alone, so a token's result
+// is bit-identical whatever the block size M or its place in the block (batch invariance).
 
 struct Params {
     k: u32,          // row length (elements), a multiple of 32
@@ -32,50 +32,31 @@ struct Step {
 @group(0) @binding(4) var<uniform> step: Step;
 
 const TILE: u32 = 8u;
-const ROWS: u32 = 4u;
-const THREADS: u32 = 16u;
-
-var<workgroup> partial: array<f32, 512>; // [TILE, ROWS * THREADS]
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let o = (wid.x + wid.y * 65535u) * ROWS + lid / THREADS;
-    let lane = lid % THREADS;
-    let t0 = wid.z * TILE;
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let o = gid.x + gid.y * 65535u * 64u;
+    if (o >= p.n) {
+        return;
+    }
+    let t0 = gid.z * TILE;
     let tn = min(TILE, step.m - t0);
     var acc: array<f32, 8>;
-    if (o < p.n) {
-        let row = o * p.row_bytes;
-        let units = p.k / 32u;
-        for (var u = lane; u < units; u += THREADS) {
-            let v = load_unit(row, u);
-            for (var t = 0u; t < tn; t++) {
-                let xb = (t0 + t) * p.k + u * 32u;
-                var s = 0.0;
-                for (var j = 0u; j < 32u; j++) {
-                    s += v[j] * x[xb + j];
-                }
-                acc[t] += s;
-            }
-        }
-    }
-    for (var t = 0u; t < TILE; t++) {
-        partial[t * 64u + lid] = acc[t];
-    }
-    workgroupBarrier();
-    for (var s = THREADS / 2u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            for (var t = 0u; t < TILE; t++) {
-                partial[t * 64u + lid] += partial[t * 64u + lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (lane == 0u && o < p.n) {
+    let row = o * p.row_bytes;
+    let units = p.k / 32u;
+    for (var u = 0u; u < units; u++) {
+        let v = load_unit(row, u);
         for (var t = 0u; t < tn; t++) {
-            let i = (t0 + t) * p.y_stride + p.col0 + o;
-            let r = partial[t * 64u + lid];
-            y[i] = select(r, y[i] + r, p.accumulate == 1u);
+            let xb = (t0 + t) * p.k + u * 32u;
+            var s = 0.0;
+            for (var j = 0u; j < 32u; j++) {
+                s += v[j] * x[xb + j];
+            }
+            acc[t] += s;
         }
+    }
+    for (var t = 0u; t < tn; t++) {
+        let i = (t0 + t) * p.y_stride + p.col0 + o;
+        y[i] = select(acc[t], y[i] + acc[t], p.accumulate == 1u);
     }
 }

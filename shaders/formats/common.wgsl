@@ -28,8 +28,15 @@ fn f16_at(b: u32) -> f32 {
     return f16_to_f32(select(word & 0xffffu, word >> 16u, (b & 2u) != 0u));
 }
 
+// Four bytes at any offset: one load when aligned, two otherwise (pieces are padded to whole
+// words, so the second word exists whenever the bytes do).
 fn u32_at(b: u32) -> u32 {
-    return byte_at(b) | (byte_at(b + 1u) << 8u) | (byte_at(b + 2u) << 16u) | (byte_at(b + 3u) << 24u);
+    let i = b >> 2u;
+    let s = (b & 3u) * 8u;
+    if (s == 0u) {
+        return weights[i];
+    }
+    return (weights[i] >> s) | (weights[i + 1u] << (32u - s));
 }
 
 fn i8_at(b: u32) -> f32 {

@@ -4,10 +4,14 @@ fn load_unit(row: u32, u: u32) -> array<f32, 32> {
     let d = f16_at(b);
     let m = f16_at(b + 2u);
     var v: array<f32, 32>;
-    for (var j = 0u; j < 16u; j++) {
-        let q = byte_at(b + 4u + j);
-        v[j] = f32(q & 15u) * d + m;
-        v[j + 16u] = f32(q >> 4u) * d + m;
+    for (var w = 0u; w < 4u; w++) {
+        let word = u32_at(b + 4u + 4u * w);
+        for (var k = 0u; k < 4u; k++) {
+            let q = (word >> (8u * k)) & 0xffu;
+            let j = 4u * w + k;
+            v[j] = f32(q & 15u) * d + m;
+            v[j + 16u] = f32(q >> 4u) * d + m;
+        }
     }
     return v;
 }

@@ -6,7 +6,7 @@ fn load_unit(row: u32, u: u32) -> array<f32, 32> {
     let qh = u32_at(b + 4u);
     var v: array<f32, 32>;
     for (var j = 0u; j < 16u; j++) {
-        let q = byte_at(b + 8u + j);
+        let q = (u32_at(b + 8u + (j & ~3u)) >> (8u * (j & 3u))) & 0xffu;
         let lo = (q & 15u) | (((qh >> j) & 1u) << 4u);
         let hi = (q >> 4u) | (((qh >> (j + 16u)) & 1u) << 4u);
         v[j] = f32(lo) * d + m;

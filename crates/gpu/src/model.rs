@@ -23,7 +23,7 @@ pub const DEFAULT_CONTEXT: usize = 4096;
 /// How many workgroups a dispatch needs for a block of `m` tokens.
 #[derive(Clone, Copy, Debug)]
 enum Grid {
-    /// Matmul over `n` weight rows: 4 rows per workgroup, 8 tokens per workgroup.
+    /// Matmul over `n` weight rows: one row per invocation (64 per workgroup), 8 tokens each.
     Matmul { n: usize },
     /// One workgroup per token.
     PerToken,
@@ -37,7 +37,7 @@ impl Grid {
     fn size(self, m: usize) -> (u32, u32, u32) {
         match self {
             Grid::Matmul { n } => {
-                let groups = n.div_ceil(4);
+                let groups = n.div_ceil(64);
                 (
                     groups.min(65535) as u32,
                     groups.div_ceil(65535) as u32,
