@@ -38,6 +38,7 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct GenerateArgs {
     #[arg(long)]
     model: PathBuf,

@@ -1,0 +1,235 @@
+//! The `runahead` command as a user runs it: the design.md contract, and clear errors.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model() -> String {
+    let p = root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(p.exists(), "run scripts/fetch-models.sh");
+    p.to_string_lossy().into_owned()
+}
+
+fn runahead(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runahead"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fixture(name: &str) -> Value {
+    let path = root().join("tests/fixtures/smollm2-135m").join(name);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn info_describes_the_model() {
+    let o = runahead(&["info", "--model", &model()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for needle in [
+        "Llama",
+        "layers        30",
+        "Q4_1",
+        "pre 'smollm'",
+        "tied output   true",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+    }
+}
+
+#[test]
+fn tokenize_prints_llama_cpp_ids() {
+    let fx = fixture("tokenizer.json");
+    for case in fx["cases"].as_array().unwrap().iter().take(12) {
+        let text = case["text"].as_str().unwrap();
+        let o = runahead(&["tokenize", "--model", &model(), "--text", text]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let ids: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(ids, case["ids"], "{text:?}");
+    }
+}
+
+#[test]
+fn generate_json_follows_the_contract_and_llama_cpp() {
+    let fx = fixture("greedy.json");
+    let case = &fx["cases"][1]; // "The capital of France is"
+    let prompt = case["prompt"].as_str().unwrap();
+    let o = runahead(&[
+        "generate",
+        "--model",
+        &model(),
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        "5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let tokens = v["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 5);
+    // llama.cpp's first near-tie (top-2 margin < 0.5) on this prompt is at position 5.
+    assert_eq!(tokens[..], case["tokens"].as_array().unwrap()[..5]);
+    assert!(v["text"].as_str().unwrap().starts_with(" Paris"), "{v}");
+    let s = &v["stats"];
+    for key in [
+        "prompt_tokens",
+        "generated_tokens",
+        "target_forwards",
+        "drafted",
+        "accepted",
+        "prefill_seconds",
+        "decode_seconds",
+        "tokens_per_second",
+    ] {
+        assert!(s[key].is_number(), "stats.{key} missing in {s}");
+    }
+    assert_eq!(s["prompt_tokens"], 5);
+    assert_eq!(s["generated_tokens"], 5);
+    assert_eq!(s["target_forwards"], 4);
+    assert_eq!(s["backend"], "cpu");
+    assert_eq!(s["draft"], "none");
+}
+
+#[test]
+fn chat_and_sampling_run() {
+    let o = runahead(&[
+        "generate",
+        "--model",
+        &model(),
+        "--prompt",
+        "Hi",
+        "--chat",
+        "--max-tokens",
+        "4",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.9",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    // The chat template adds a system prompt: far more than the two tokens of "Hi".
+    assert!(v["stats"]["prompt_tokens"].as_u64().unwrap() > 20, "{v}");
+    let again = runahead(&[
+        "generate",
+        "--model",
+        &model(),
+        "--prompt",
+        "Hi",
+        "--chat",
+        "--max-tokens",
+        "4",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.9",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    let w: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
+    assert_eq!(v["tokens"], w["tokens"], "same seed, same tokens");
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let o = runahead(args);
+    assert!(!o.status.success(), "{args:?} succeeded");
+    let err = stderr(&o);
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in {err:?}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let m = model();
+    fails_with(
+        &["info", "--model", "/nonexistent.gguf"],
+        "/nonexistent.gguf",
+    );
+    fails_with(
+        &["generate", "--model", &m, "--prompt", ""],
+        "prompt is empty",
+    );
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "x",
+            "--temperature",
+            "-1",
+        ],
+        "temperature",
+    );
+    fails_with(
+        &["generate", "--model", &m, "--prompt", "x", "--top-p", "0"],
+        "top-p",
+    );
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "one two three four five six",
+            "--context",
+            "4",
+        ],
+        "context holds 4",
+    );
+    fails_with(
+        &[
+            "generate", "--model", &m, "--prompt", "x", "--draft", "ngram",
+        ],
+        "--draft",
+    );
+
+    let dir = std::env::temp_dir().join(format!("runahead-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.gguf");
+    std::fs::write(&junk, b"not a model at all").unwrap();
+    fails_with(
+        &["info", "--model", junk.to_str().unwrap()],
+        "not a GGUF file",
+    );
+    let truncated = dir.join("truncated.gguf");
+    let bytes = std::fs::read(&m).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            truncated.to_str().unwrap(),
+            "--prompt",
+            "x",
+        ],
+        "outside the file",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
