@@ -1,6 +1,7 @@
 //! `runahead`: the native command-line front end of the engine (see design.md for the
 //! contract: info, tokenize, generate).
 
+mod bench;
 mod commands;
 
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ enum Command {
     },
     /// Generates a continuation of a prompt.
     Generate(GenerateArgs),
+    /// Measures prefill and decoding speed per backend on a set of prompts, in one run.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Info { model } => commands::info(&model),
         Command::Tokenize { model, text } => commands::tokenize(&model, &text),
         Command::Generate(args) => commands::generate(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

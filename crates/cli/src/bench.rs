@@ -1,0 +1,207 @@
+//! `runahead bench`: plain-decoding speed of each backend on the same prompts, measured in one
+//! run so that ratios are meaningful on a noisy machine. Writes a markdown table (and JSON).
+
+use std::fmt::Write as _;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use runahead_gguf::GgufFile;
+use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_model::{CpuModel, LanguageModel, Tokenizer};
+use runahead_speculate::{generate, GenerateOptions, SamplingParams, Stats};
+use serde_json::json;
+
+/// Prompts of the plain-decoding suite: prose, code, a list, a question.
+const PROMPTS: [&str; 4] = [
+    "Once upon a time, in a small village by the sea,",
+    "def quicksort(xs):\n",
+    "Here is a list of the planets of the solar system:\n1.",
+    "Question: Why do leaves change color in autumn?\nAnswer:",
+];
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[arg(long)]
+    model: PathBuf,
+    /// Comma-separated backends to measure.
+    #[arg(long, default_value = "cpu,gpu")]
+    backends: String,
+    /// Tokens generated per prompt (greedy).
+    #[arg(long, default_value_t = 32)]
+    max_tokens: usize,
+    /// How many of the suite's prompts to run.
+    #[arg(long, default_value_t = PROMPTS.len())]
+    prompts: usize,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+struct Row {
+    backend: String,
+    detail: String,
+    totals: Stats,
+    dispatches_per_forward: Option<usize>,
+}
+
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let file = GgufFile::open(&args.model)
+        .with_context(|| format!("cannot load {}", args.model.display()))?;
+    let tok = Tokenizer::from_metadata(&file.header.metadata)?;
+    let prompts: Vec<Vec<u32>> = PROMPTS
+        .iter()
+        .take(args.prompts.clamp(1, PROMPTS.len()))
+        .map(|p| tok.encode(p))
+        .collect::<Result<_, _>>()?;
+    let opts = GenerateOptions {
+        max_tokens: args.max_tokens,
+        sampling: SamplingParams::greedy(),
+    };
+    let mut rows = Vec::new();
+    let mut outputs: Vec<Vec<Vec<u32>>> = Vec::new();
+    for backend in args.backends.split(',').map(str::trim) {
+        let (row, out) = match backend {
+            "cpu" => {
+                let mut m = CpuModel::load(&file, Some(2048))?;
+                let (totals, out) = measure(&mut m, &prompts, &opts)?;
+                (
+                    Row {
+                        backend: "cpu".into(),
+                        detail: "f32 reference".into(),
+                        totals,
+                        dispatches_per_forward: None,
+                    },
+                    out,
+                )
+            }
+            "gpu" => {
+                let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))?;
+                let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
+                let (totals, out) = measure(&mut m, &prompts, &opts)?;
+                let d = m.dispatches_per_forward();
+                (
+                    Row {
+                        backend: "gpu".into(),
+                        detail: ctx.adapter_info.clone(),
+                        totals,
+                        dispatches_per_forward: Some(d),
+                    },
+                    out,
+                )
+            }
+            other => anyhow::bail!("unknown backend '{other}' (cpu, gpu)"),
+        };
+        eprintln!(
+            "[{}: {:.2} tokens/s decoding]",
+            row.backend,
+            row.totals.tokens_per_second()
+        );
+        rows.push(row);
+        outputs.push(out);
+    }
+    let same = outputs.windows(2).all(|w| w[0] == w[1]);
+
+    let mut md = String::new();
+    let name = args
+        .model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    writeln!(
+        md,
+        "Model `{name}`, {} prompts, {} greedy tokens each, plain decoding.\n",
+        prompts.len(),
+        args.max_tokens
+    )?;
+    writeln!(md, "| backend | device | prefill tok/s | decode tok/s | vs cpu | dispatches/forward | submits/token |")?;
+    writeln!(md, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")?;
+    let cpu_tps = rows
+        .iter()
+        .find(|r| r.backend == "cpu")
+        .map(|r| r.totals.tokens_per_second());
+    for r in &rows {
+        let t = &r.totals;
+        let prefill = t.prompt_tokens as f64 / t.prefill_seconds.max(1e-9);
+        let ratio = cpu_tps.map_or("-".to_owned(), |c| {
+            format!("{:.2}x", t.tokens_per_second() / c)
+        });
+        let dispatches = r
+            .dispatches_per_forward
+            .map_or("-".to_owned(), |d| d.to_string());
+        let submits = if r.dispatches_per_forward.is_some() {
+            "1"
+        } else {
+            "-"
+        };
+        writeln!(
+            md,
+            "| {} | {} | {prefill:.1} | {:.2} | {ratio} | {dispatches} | {submits} |",
+            r.backend,
+            r.detail,
+            t.tokens_per_second()
+        )?;
+    }
+    writeln!(
+        md,
+        "\nGreedy outputs identical across backends: {}",
+        if same { "yes" } else { "no" }
+    )?;
+    print!("{md}");
+    if let Some(path) = &args.json {
+        let v = json!({
+            "model": name,
+            "max_tokens": args.max_tokens,
+            "prompts": prompts.len(),
+            "identical_outputs": same,
+            "rows": rows.iter().map(|r| json!({
+                "backend": r.backend, "device": r.detail,
+                "prompt_tokens": r.totals.prompt_tokens, "generated_tokens": r.totals.generated_tokens,
+                "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
+                "tokens_per_second": r.totals.tokens_per_second(),
+                "dispatches_per_forward": r.dispatches_per_forward,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
+    }
+    Ok(())
+}
+
+/// Runs every prompt (the first once more beforehand as a warm-up) and sums the stats.
+fn measure<M: LanguageModel>(
+    m: &mut M,
+    prompts: &[Vec<u32>],
+    opts: &GenerateOptions,
+) -> Result<(Stats, Vec<Vec<u32>>)> {
+    let warm = GenerateOptions {
+        max_tokens: 2,
+        ..opts.clone()
+    };
+    pollster::block_on(generate(
+        m,
+        &prompts[0],
+        &warm,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ))?;
+    let mut total = Stats::default();
+    let mut outputs = Vec::new();
+    for p in prompts {
+        // End-of-text does not stop a benchmark run: every prompt decodes the same count.
+        let g = pollster::block_on(generate(
+            m,
+            p,
+            opts,
+            |_| false,
+            |_, _| ControlFlow::Continue(()),
+        ))?;
+        let s = &g.stats;
+        total.prompt_tokens += s.prompt_tokens;
+        total.generated_tokens += s.generated_tokens;
+        total.target_forwards += s.target_forwards;
+        total.prefill_seconds += s.prefill_seconds;
+        total.decode_seconds += s.decode_seconds;
+        outputs.push(g.tokens);
+    }
+    Ok((total, outputs))
+}
