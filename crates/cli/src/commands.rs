@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
-use runahead_speculate::{generate as run_generation, GenerateOptions, SamplingParams};
+use runahead_speculate::{generate_with, Drafter, GenerateOptions, NgramDrafter, SamplingParams};
 use serde_json::json;
 
 use crate::{Backend, GenerateArgs};
@@ -114,9 +114,9 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         seed: args.seed,
     };
     sampling.validate()?;
-    if args.draft != "none" {
+    if !matches!(args.draft.as_str(), "none" | "ngram") {
         bail!(
-            "--draft {}: speculative decoding is not available yet; use --draft none",
+            "--draft {}: not available yet (available: none, ngram; suffix, model:PATH and auto are coming)",
             args.draft
         );
     }
@@ -171,8 +171,14 @@ fn run<M: LanguageModel>(
     let mut decoder = tok.decoder();
     let mut stdout = std::io::stdout();
     let stream = !args.json;
-    let result = pollster::block_on(run_generation(
+    let mut ngram = NgramDrafter::default();
+    let drafter: Option<&mut dyn Drafter> = match args.draft.as_str() {
+        "ngram" => Some(&mut ngram),
+        _ => None,
+    };
+    let result = pollster::block_on(generate_with(
         model,
+        drafter,
         prompt,
         opts,
         |t| tok.is_end(t),

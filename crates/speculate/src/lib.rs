@@ -1,9 +1,13 @@
-//! Decoding on top of any [`runahead_model::LanguageModel`]: sampling and the generation loop.
+//! Decoding on top of any [`runahead_model::LanguageModel`]: sampling, the generation loop, and
+//! speculative decoding (drafters proposing tokens that the target verifies in one forward).
 
+mod drafter;
 mod generate;
 mod sampling;
 
+pub use drafter::{Drafter, NgramDrafter};
 pub use generate::{
-    generate, GenerateError, GenerateOptions, Generation, Provenance, Stats, StopReason,
+    generate, generate_with, GenerateError, GenerateOptions, Generation, Provenance, Stats,
+    StopReason, MAX_DRAFT,
 };
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams};

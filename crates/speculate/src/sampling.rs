@@ -130,6 +130,30 @@ impl Distribution {
         })
     }
 
+    /// This distribution with `token` removed and the rest renormalized: the residual
+    /// `max(0, p - q)` of speculative sampling when the draft distribution `q` is one-hot on
+    /// `token`.
+    pub fn without(&self, token: u32) -> Distribution {
+        let mut probs = self.probs.clone();
+        let removed = probs.get(token as usize).copied().unwrap_or(0.0);
+        if let Some(p) = probs.get_mut(token as usize) {
+            *p = 0.0;
+        }
+        let rest = 1.0 - removed as f64;
+        if rest > 0.0 {
+            probs
+                .iter_mut()
+                .for_each(|p| *p = (*p as f64 / rest) as f32);
+        }
+        let support = self
+            .support
+            .iter()
+            .copied()
+            .filter(|&t| t != token)
+            .collect();
+        Distribution { probs, support }
+    }
+
     /// The token at cumulative probability `u` in `[0, 1)`, walking the support in order.
     pub fn pick(&self, u: f64) -> u32 {
         let mut cum = 0.0f64;
