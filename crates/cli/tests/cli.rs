@@ -205,7 +205,7 @@ fn bad_input_gets_clear_errors() {
     );
     fails_with(
         &[
-            "generate", "--model", &m, "--prompt", "x", "--draft", "ngram",
+            "generate", "--model", &m, "--prompt", "x", "--draft", "suffix",
         ],
         "--draft",
     );
