@@ -38,8 +38,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var k = 0u; k < i; k++) {
         theta *= p.theta_scale;
     }
-    let c = cos(theta);
-    let s = sin(theta);
+    // WGSL only bounds cos/sin error on [-pi, pi]: reduce first, subtracting k * 2pi in two
+    // parts (6.28125 has 8 significant bits, so k * 6.28125 is exact for every position).
+    let k = round(theta * 0.15915494309189535);
+    let r = (theta - k * 6.28125) - k * 0.0019353071795864769;
+    let c = cos(r);
+    let s = sin(r);
     let base = (t * p.n_heads + head) * p.head_dim;
     var a = base + 2u * i;
     var b = a + 1u;

@@ -13,6 +13,7 @@ pub mod kernels;
 mod model;
 mod readback;
 mod tensor;
+pub mod testing;
 
 pub use context::{GpuContext, GpuOptions};
 pub use error::GpuError;

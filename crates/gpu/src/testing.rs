@@ -1,0 +1,103 @@
+//! Running one kernel on explicit inputs, for the per-kernel tests against CPU references.
+
+use wgpu::util::DeviceExt;
+
+use runahead_gguf::GgmlType;
+
+use crate::kernels::{params, Op, Pipelines};
+use crate::{readback, GpuContext, GpuError};
+
+/// One storage binding's initial contents.
+pub enum Input {
+    F32(Vec<f32>),
+    U32(Vec<u32>),
+    /// Raw bytes (weights in a block format), zero-padded to whole words.
+    Bytes(Vec<u8>),
+}
+
+/// Dispatches `op` once: bindings are `inputs` in order, then the op's uniform `params`, then
+/// the step uniform `{m, base}` (the engine's binding convention). Returns the bytes of input
+/// `read` afterwards.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_kernel(
+    ctx: &GpuContext,
+    op: Op,
+    format: Option<GgmlType>,
+    inputs: &[Input],
+    op_params: &[u32],
+    (m, base): (usize, usize),
+    workgroups: (u32, u32, u32),
+    read: usize,
+) -> Result<Vec<u8>, GpuError> {
+    let device = &ctx.device;
+    let mut pipelines = Pipelines::default();
+    let pipeline = pipelines.get_or_create(device, op, format).clone();
+    let init = |contents: &[u8], usage| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents,
+            usage,
+        })
+    };
+    let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    let mut buffers: Vec<wgpu::Buffer> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::F32(v) => init(bytemuck::cast_slice(v), storage),
+            Input::U32(v) => init(bytemuck::cast_slice(v), storage),
+            Input::Bytes(b) => {
+                let mut b = b.clone();
+                b.resize(b.len().div_ceil(4).max(1) * 4, 0);
+                init(&b, storage)
+            }
+        })
+        .collect();
+    buffers.push(init(
+        bytemuck::cast_slice(&params(op_params)),
+        wgpu::BufferUsages::UNIFORM,
+    ));
+    buffers.push(init(
+        bytemuck::cast_slice(&[m as u32, base as u32, 0, 0]),
+        wgpu::BufferUsages::UNIFORM,
+    ));
+    let entries: Vec<wgpu::BindGroupEntry> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let size = buffers[read].size();
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, workgroups.2);
+    }
+    encoder.copy_buffer_to_buffer(&buffers[read], 0, &staging, 0, size);
+    ctx.queue.submit([encoder.finish()]);
+    readback::read_bytes(ctx, &staging, size).await
+}
+
+/// Little-endian f32s of `bytes`.
+pub fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytemuck::pod_collect_to_vec(bytes)
+}
+
+/// Little-endian u32s of `bytes`.
+pub fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(bytes)
+}

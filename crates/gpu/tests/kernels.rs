@@ -1,0 +1,477 @@
+//! Every WGSL kernel against a plain Rust CPU reference on seeded random inputs of odd sizes
+//! (and the real models' sizes), with the failing index in the message.
+
+mod common;
+
+use common::ctx;
+use pollster::block_on;
+use runahead_gguf::{dequantize, GgmlType};
+use runahead_gpu::kernels::Op;
+use runahead_gpu::testing::{f32s, run_kernel, u32s, Input};
+use runahead_model::testing::{random_blocks, TestRng};
+
+fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * scale,
+            "{what}: index {i}: gpu {g} vs cpu {w} (scale {scale})"
+        );
+    }
+}
+
+const FORMATS: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+fn matmul_gpu(
+    ty: GgmlType,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    m: usize,
+    y0: Option<&[f32]>,
+) -> Vec<f32> {
+    let row_bytes = ty.bytes_for(cols as u64).unwrap() as u32;
+    let y = y0.map_or(vec![f32::NAN; m * rows], |y| y.to_vec());
+    let p = [
+        cols as u32,
+        rows as u32,
+        row_bytes,
+        0,
+        rows as u32,
+        y0.is_some() as u32,
+    ];
+    let inputs = [
+        Input::Bytes(w.to_vec()),
+        Input::F32(x.to_vec()),
+        Input::F32(y),
+    ];
+    let grid = (rows.div_ceil(64) as u32, 1, m.div_ceil(8) as u32);
+    f32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::Matmul,
+            Some(ty),
+            &inputs,
+            &p,
+            (m, 0),
+            grid,
+            2,
+        ))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn matmul_every_format_odd_sizes_and_batch_invariance() {
+    let mut rng = TestRng::new(11);
+    for ty in FORMATS {
+        let cols = if ty.block_size() == 256 { 512 } else { 96 };
+        let rows = 37;
+        let w = random_blocks(ty, rows * cols, 0.5, &mut rng);
+        let mut wf = vec![0f32; rows * cols];
+        dequantize(ty, &w, &mut wf).unwrap();
+        for m in [1usize, 3, 13] {
+            let x = rng.floats(m * cols, 1.0);
+            let want: Vec<f32> = (0..m)
+                .flat_map(|t| {
+                    (0..rows)
+                        .map(|o| {
+                            (0..cols)
+                                .map(|k| wf[o * cols + k] * x[t * cols + k])
+                                .sum::<f32>()
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let got = matmul_gpu(ty, &w, rows, cols, &x, m, None);
+            close(&got, &want, 1e-4, &format!("matmul {ty} m={m}"));
+            // Accumulate mode adds to what y held.
+            let y0 = rng.floats(m * rows, 1.0);
+            let got_acc = matmul_gpu(ty, &w, rows, cols, &x, m, Some(&y0));
+            let want_acc: Vec<f32> = want.iter().zip(&y0).map(|(a, b)| a + b).collect();
+            close(
+                &got_acc,
+                &want_acc,
+                1e-4,
+                &format!("matmul {ty} accumulate m={m}"),
+            );
+            // Batch invariance: each row alone gives the same bits as inside the block.
+            for t in 0..m {
+                let alone = matmul_gpu(ty, &w, rows, cols, &x[t * cols..(t + 1) * cols], 1, None);
+                assert_eq!(
+                    alone[..],
+                    got[t * rows..(t + 1) * rows],
+                    "matmul {ty}: row {t} of {m} differs from alone"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_at_real_model_sizes() {
+    // SmolLM2's FFN down projection (576 x 1536, Q4_1) and Qwen2.5-Coder-0.5B's (896 x 4864, Q5_0).
+    let mut rng = TestRng::new(12);
+    for (ty, rows, cols) in [(GgmlType::Q4_1, 576, 1536), (GgmlType::Q5_0, 896, 4864)] {
+        let w = random_blocks(ty, rows * cols, 0.1, &mut rng);
+        let mut wf = vec![0f32; rows * cols];
+        dequantize(ty, &w, &mut wf).unwrap();
+        let x = rng.floats(2 * cols, 1.0);
+        let want: Vec<f32> = (0..2)
+            .flat_map(|t| {
+                (0..rows)
+                    .map(|o| {
+                        (0..cols)
+                            .map(|k| wf[o * cols + k] * x[t * cols + k])
+                            .sum::<f32>()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        close(
+            &matmul_gpu(ty, &w, rows, cols, &x, 2, None),
+            &want,
+            1e-4,
+            &format!("matmul {ty} {rows}x{cols}"),
+        );
+    }
+}
+
+#[test]
+fn embed_every_format() {
+    let mut rng = TestRng::new(13);
+    for ty in FORMATS {
+        let k = if ty.block_size() == 256 { 256 } else { 96 };
+        let vocab = 29;
+        let w = random_blocks(ty, vocab * k, 1.0, &mut rng);
+        let mut wf = vec![0f32; vocab * k];
+        dequantize(ty, &w, &mut wf).unwrap();
+        let tokens = vec![3u32, 28, 0, 3, 17];
+        let m = tokens.len();
+        let row_bytes = ty.bytes_for(k as u64).unwrap() as u32;
+        let inputs = [
+            Input::Bytes(w),
+            Input::U32(tokens.clone()),
+            Input::F32(vec![f32::NAN; m * k]),
+        ];
+        let grid = ((m * k / 32).div_ceil(64) as u32, 1, 1);
+        let got = f32s(
+            &block_on(run_kernel(
+                &ctx(),
+                Op::Embed,
+                Some(ty),
+                &inputs,
+                &[k as u32, 0, vocab as u32, row_bytes],
+                (m, 0),
+                grid,
+                2,
+            ))
+            .unwrap(),
+        );
+        let want: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&t| wf[t as usize * k..(t as usize + 1) * k].to_vec())
+            .collect();
+        assert_eq!(got, want, "embed {ty}: decoding must be exact");
+    }
+}
+
+#[test]
+fn rms_norm_silu_mul_add_bias() {
+    let mut rng = TestRng::new(14);
+    let (m, n) = (5usize, 97usize);
+    let x = rng.floats(m * n, 3.0);
+    let w = rng.floats(n, 1.0);
+    let eps = 1e-5f32;
+    let got = f32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::RmsNorm,
+            None,
+            &[
+                Input::F32(x.clone()),
+                Input::F32(w.clone()),
+                Input::F32(vec![0.0; m * n]),
+            ],
+            &[n as u32, eps.to_bits()],
+            (m, 0),
+            (m as u32, 1, 1),
+            2,
+        ))
+        .unwrap(),
+    );
+    let want: Vec<f32> = x
+        .chunks(n)
+        .flat_map(|r| {
+            let s = 1.0 / (r.iter().map(|v| v * v).sum::<f32>() / n as f32 + eps).sqrt();
+            r.iter()
+                .zip(&w)
+                .map(move |(v, g)| v * s * g)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    close(&got, &want, 1e-5, "rms_norm");
+
+    let up = rng.floats(m * n, 2.0);
+    let grid = ((m * n).div_ceil(64) as u32, 1, 1);
+    let got = f32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::SiluMul,
+            None,
+            &[Input::F32(x.clone()), Input::F32(up.clone())],
+            &[n as u32],
+            (m, 0),
+            grid,
+            0,
+        ))
+        .unwrap(),
+    );
+    let want: Vec<f32> = x
+        .iter()
+        .zip(&up)
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect();
+    close(&got, &want, 1e-5, "silu_mul");
+
+    let bias = rng.floats(n, 1.0);
+    let got = f32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::AddBias,
+            None,
+            &[Input::F32(x.clone()), Input::F32(bias.clone())],
+            &[n as u32],
+            (m, 0),
+            grid,
+            0,
+        ))
+        .unwrap(),
+    );
+    let want: Vec<f32> = x.iter().enumerate().map(|(i, v)| v + bias[i % n]).collect();
+    assert_eq!(got, want, "add_bias");
+}
+
+#[test]
+fn rope_normal_and_neox_at_long_positions() {
+    let mut rng = TestRng::new(15);
+    let (n_heads, hd) = (3usize, 64usize);
+    let positions = [0u32, 7, 1000, 8191];
+    let m = positions.len();
+    let x = rng.floats(m * n_heads * hd, 1.0);
+    let base = 100000f32;
+    let theta_scale = base.powf(-2.0 / hd as f32);
+    for neox in [false, true] {
+        let p = [
+            n_heads as u32,
+            hd as u32,
+            hd as u32,
+            neox as u32,
+            theta_scale.to_bits(),
+        ];
+        let grid = ((m * n_heads * hd / 2).div_ceil(64) as u32, 1, 1);
+        let got = f32s(
+            &block_on(run_kernel(
+                &ctx(),
+                Op::Rope,
+                None,
+                &[Input::F32(x.clone()), Input::U32(positions.to_vec())],
+                &p,
+                (m, 0),
+                grid,
+                0,
+            ))
+            .unwrap(),
+        );
+        let mut want = x.clone();
+        for (t, &pos) in positions.iter().enumerate() {
+            for h in 0..n_heads {
+                let head = &mut want[(t * n_heads + h) * hd..][..hd];
+                let mut theta = pos as f32;
+                for i in 0..hd / 2 {
+                    let (a, b) = if neox {
+                        (i, i + hd / 2)
+                    } else {
+                        (2 * i, 2 * i + 1)
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * theta.cos() - x1 * theta.sin();
+                    head[b] = x0 * theta.sin() + x1 * theta.cos();
+                    theta *= theta_scale;
+                }
+            }
+        }
+        close(&got, &want, 2e-4, &format!("rope neox={neox}"));
+    }
+}
+
+#[test]
+fn kv_store_rounds_like_half() {
+    let mut rng = TestRng::new(16);
+    let (m, kv_dim, cap, base) = (3usize, 40usize, 9usize, 4usize);
+    let mut k = rng.floats(m * kv_dim, 4.0);
+    // Edge values: f16 overflow, subnormals, ties.
+    k[..6].copy_from_slice(&[70000.0, -1e-7, 3.0e-5, 1.0 + 1.0 / 2048.0, 65519.0, -0.0]);
+    let v = rng.floats(m * kv_dim, 4.0);
+    let inputs = [
+        Input::F32(k.clone()),
+        Input::F32(v),
+        Input::F32(vec![-1.0; cap * kv_dim]),
+        Input::F32(vec![0.0; cap * kv_dim]),
+    ];
+    let grid = ((m * kv_dim).div_ceil(64) as u32, 1, 1);
+    let got = f32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::KvStore,
+            None,
+            &inputs,
+            &[kv_dim as u32],
+            (m, base),
+            grid,
+            2,
+        ))
+        .unwrap(),
+    );
+    for (i, g) in got.iter().enumerate() {
+        let slot = i / kv_dim;
+        let want = if (base..base + m).contains(&slot) {
+            half::f16::from_f32(k[i - base * kv_dim]).to_f32()
+        } else {
+            -1.0
+        };
+        assert!(
+            g.to_bits() == want.to_bits(),
+            "kv_store index {i}: {g} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn attention_causal_and_tree() {
+    let mut rng = TestRng::new(17);
+    let (n_heads, n_kv, hd, cap, max_rows) = (4usize, 2usize, 16usize, 16usize, 4usize);
+    let kv_dim = n_kv * hd;
+    let base = 5usize;
+    let m = 3usize;
+    let q = rng.floats(m * n_heads * hd, 1.0);
+    let kc = rng.floats(cap * kv_dim, 1.0);
+    let vc = rng.floats(cap * kv_dim, 1.0);
+    let scale = 1.0 / (hd as f32).sqrt();
+    // Causal, then a tree where token 2 hangs off token 0.
+    for visible_sets in [
+        vec![vec![0u32], vec![0, 1], vec![0, 1, 2]],
+        vec![vec![0u32], vec![0, 1], vec![0, 2]],
+    ] {
+        let mut visible = vec![0u32; max_rows * (1 + max_rows)];
+        for (t, set) in visible_sets.iter().enumerate() {
+            visible[t * (1 + max_rows)] = set.len() as u32;
+            visible[t * (1 + max_rows) + 1..][..set.len()].copy_from_slice(set);
+        }
+        let inputs = [
+            Input::F32(q.clone()),
+            Input::F32(kc.clone()),
+            Input::F32(vc.clone()),
+            Input::F32(vec![0.0; max_rows * n_heads * cap]),
+            Input::F32(vec![f32::NAN; m * n_heads * hd]),
+            Input::U32(visible),
+        ];
+        let p = [
+            n_heads as u32,
+            n_kv as u32,
+            hd as u32,
+            cap as u32,
+            max_rows as u32,
+            scale.to_bits(),
+        ];
+        let got = f32s(
+            &block_on(run_kernel(
+                &ctx(),
+                Op::Attention,
+                None,
+                &inputs,
+                &p,
+                (m, base),
+                (n_heads as u32, m as u32, 1),
+                4,
+            ))
+            .unwrap(),
+        );
+        let mut want = vec![0f32; m * n_heads * hd];
+        for t in 0..m {
+            let slots: Vec<usize> = (0..base)
+                .chain(visible_sets[t].iter().map(|&j| base + j as usize))
+                .collect();
+            for h in 0..n_heads {
+                let kvh = h / (n_heads / n_kv);
+                let qh = &q[(t * n_heads + h) * hd..][..hd];
+                let mut s: Vec<f32> = slots
+                    .iter()
+                    .map(|&sl| {
+                        qh.iter()
+                            .zip(&kc[sl * kv_dim + kvh * hd..][..hd])
+                            .map(|(a, b)| a * b)
+                            .sum::<f32>()
+                            * scale
+                    })
+                    .collect();
+                let mx = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let sum: f32 = s
+                    .iter_mut()
+                    .map(|v| {
+                        *v = (*v - mx).exp();
+                        *v
+                    })
+                    .sum();
+                for d in 0..hd {
+                    want[(t * n_heads + h) * hd + d] = slots
+                        .iter()
+                        .zip(&s)
+                        .map(|(&sl, p)| p / sum * vc[sl * kv_dim + kvh * hd + d])
+                        .sum();
+                }
+            }
+        }
+        close(&got, &want, 1e-5, &format!("attention {visible_sets:?}"));
+    }
+}
+
+#[test]
+fn argmax_lowest_index_on_ties_and_nan() {
+    let n = 1001usize;
+    let mut rng = TestRng::new(18);
+    let mut logits = rng.floats(3 * n, 1.0);
+    logits[500] = 5.0; // row 0: single max
+    logits[n + 10] = 7.0; // row 1: tie, lowest index wins
+    logits[n + 900] = 7.0;
+    logits[2 * n + 3] = f32::NAN; // row 2: NaN never wins
+    logits[2 * n + 4] = 9.0;
+    let got = u32s(
+        &block_on(run_kernel(
+            &ctx(),
+            Op::Argmax,
+            None,
+            &[Input::F32(logits), Input::U32(vec![u32::MAX; 3])],
+            &[n as u32],
+            (3, 0),
+            (3, 1, 1),
+            1,
+        ))
+        .unwrap(),
+    );
+    assert_eq!(got, vec![500, 10, 4]);
+}
