@@ -5,7 +5,8 @@
 #   scripts/test.sh fmt clippy   # only the named steps
 #
 # Steps: models (the model files exist), fmt, clippy (native), wasm-clippy (wasm32 browser
-# crates, scripts/wasm.sh), test (cargo test --workspace).
+# crates, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
+# scripts/wasm.sh test), test (cargo test --workspace).
 #
 # Tests run in cargo's test profile (no --release): Cargo.toml already builds it at opt-level 3,
 # it keeps debug assertions and overflow checks on, and it shares target/debug with
@@ -49,15 +50,16 @@ step_models() {
 step_fmt() { cargo fmt --all -- --check; }
 step_clippy() { cargo clippy --workspace --all-targets -- -D warnings; }
 step_wasm_clippy() { "$root/scripts/wasm.sh" clippy; }
+step_browser() { "$root/scripts/wasm.sh" test; }
 step_test() { cargo test --workspace; }
 
-ALL_STEPS=(models fmt clippy wasm-clippy test)
+ALL_STEPS=(models fmt clippy wasm-clippy browser test)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 
 for s in "${steps[@]}"; do
   case "$s" in
-    models | fmt | clippy | wasm-clippy | test) ;;
+    models | fmt | clippy | wasm-clippy | browser | test) ;;
     *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
   esac
 done

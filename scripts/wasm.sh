@@ -6,6 +6,7 @@
 #   scripts/wasm.sh clippy [cargo args...]   # cargo clippy ... -- -D warnings
 #   scripts/wasm.sh build  [cargo args...]   # cargo build --release
 #   scripts/wasm.sh check  [cargo args...]   # cargo check (quick)
+#   scripts/wasm.sh test                     # browser tests: wasm-bindgen-test in headless Chromium
 #
 # Output goes to target-wasm/ (override with WASM_TARGET_DIR) so the native rustup builds in
 # target/ and the wasm builds never invalidate each other. CARGO_BUILD_JOBS limits parallelism.
@@ -63,11 +64,22 @@ case "$cmd" in
     echo "wasm.sh: build --release ($TARGET) ${WASM_CRATES[*]}"
     "$CARGO" build --release "${common[@]}" "$@"
     ;;
+  test)
+    # wasm-bindgen-test-runner (cargo install wasm-bindgen-cli, scripts/setup.sh) drives
+    # Debian's chromium through chromedriver with the flags in crates/gpu/webdriver.json
+    # (WebGPU on SwiftShader, no network).
+    command -v wasm-bindgen-test-runner >/dev/null || die "wasm-bindgen-test-runner not found: scripts/setup.sh installs it"
+    export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+    export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+    export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
+    echo "wasm.sh: browser tests ($TARGET) runahead-gpu"
+    "$CARGO" test --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-gpu --test browser "$@"
+    ;;
   check)
     echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"
     "$CARGO" check "${common[@]}" "$@"
     ;;
   *)
-    die "usage: scripts/wasm.sh {clippy|build|check} [cargo args...]"
+    die "usage: scripts/wasm.sh {clippy|build|check|test} [cargo args...]"
     ;;
 esac

@@ -34,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (t >= step.m) {
         return;
     }
-    var bv = -3.4028235e38;
+    var bv = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
     var bi = 0xffffffffu;
     for (var i = lid; i < p.n; i += 64u) {
         let v = logits[t * p.n + i];

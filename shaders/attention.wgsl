@@ -57,7 +57,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let sb = (t * p.n_heads + head) * p.capacity;
 
     // Scores and their maximum.
-    var mx = -3.4028235e38;
+    var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
     for (var k = lid; k < n_slots; k += 64u) {
         let kb = slot_of(t, k) * kv_dim + kvh * hd;
         var s = 0.0;
