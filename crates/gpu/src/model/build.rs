@@ -116,6 +116,24 @@ impl Builder<'_> {
         self.dispatches.push(d);
     }
 
+    /// y = rms_norm(x) * w, one workgroup per token.
+    fn rms_norm(
+        &mut self,
+        x: &wgpu::Buffer,
+        w: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        n: usize,
+        eps: f32,
+    ) {
+        self.push(
+            Op::RmsNorm,
+            None,
+            &[x, w, y],
+            &[n as u32, eps.to_bits()],
+            Grid::PerToken,
+        );
+    }
+
     /// y (+)= W x, one dispatch per piece of W.
     fn matmul(
         &mut self,
@@ -266,20 +284,13 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         );
     }
 
-    let eps = c.rms_eps.to_bits();
     let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
     let rope_pairs = c.rope_dim / 2;
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
         let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
-        b.push(
-            Op::RmsNorm,
-            None,
-            &[&x, &attn_norm, &h],
-            &[d as u32, eps],
-            Grid::PerToken,
-        );
+        b.rms_norm(&x, &attn_norm, &h, d, c.rms_eps);
         let wq = matrix(ctx, file, &name("attn_q.weight"), d, d)?;
         let wk = matrix(ctx, file, &name("attn_k.weight"), kv_dim, d)?;
         let wv = matrix(ctx, file, &name("attn_v.weight"), kv_dim, d)?;
@@ -346,13 +357,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         b.matmul(&wo, &attn, &x, d, true);
 
         let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
-        b.push(
-            Op::RmsNorm,
-            None,
-            &[&x, &ffn_norm, &h],
-            &[d as u32, eps],
-            Grid::PerToken,
-        );
+        b.rms_norm(&x, &ffn_norm, &h, d, c.rms_eps);
         let w_gate = matrix(ctx, file, &name("ffn_gate.weight"), ff, d)?;
         let w_up = matrix(ctx, file, &name("ffn_up.weight"), ff, d)?;
         let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
@@ -369,13 +374,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     }
 
     let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
-    b.push(
-        Op::RmsNorm,
-        None,
-        &[&x, &output_norm, &h],
-        &[d as u32, eps],
-        Grid::PerToken,
-    );
+    b.rms_norm(&x, &output_norm, &h, d, c.rms_eps);
     let output = match file.header.tensor(TensorNames::OUTPUT) {
         Some(_) => matrix(ctx, file, TensorNames::OUTPUT, vocab, d)?,
         None => token_embd,
