@@ -107,10 +107,11 @@ fn generate_json_follows_the_contract_and_llama_cpp() {
 
 #[test]
 fn chat_and_sampling_run() {
-    let o = runahead(&[
+    let m = model();
+    let args = [
         "generate",
         "--model",
-        &model(),
+        &m,
         "--prompt",
         "Hi",
         "--chat",
@@ -125,30 +126,13 @@ fn chat_and_sampling_run() {
         "--seed",
         "3",
         "--json",
-    ]);
+    ];
+    let o = runahead(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     // The chat template adds a system prompt: far more than the two tokens of "Hi".
     assert!(v["stats"]["prompt_tokens"].as_u64().unwrap() > 20, "{v}");
-    let again = runahead(&[
-        "generate",
-        "--model",
-        &model(),
-        "--prompt",
-        "Hi",
-        "--chat",
-        "--max-tokens",
-        "4",
-        "--temperature",
-        "0.8",
-        "--top-k",
-        "40",
-        "--top-p",
-        "0.9",
-        "--seed",
-        "3",
-        "--json",
-    ]);
+    let again = runahead(&args);
     let w: Value = serde_json::from_str(stdout(&again).trim()).unwrap();
     assert_eq!(v["tokens"], w["tokens"], "same seed, same tokens");
 }

@@ -22,11 +22,6 @@ impl TensorInfo {
         self.shape.iter().product()
     }
 
-    /// Elements in one row (`shape[0]`).
-    pub fn row_len(&self) -> u64 {
-        self.shape.first().copied().unwrap_or(1)
-    }
-
     /// Number of rows (product of all but the first dimension).
     pub fn n_rows(&self) -> u64 {
         self.shape.iter().skip(1).product()

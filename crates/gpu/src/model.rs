@@ -113,10 +113,6 @@ impl GpuModel {
         build::load(ctx, file, context)
     }
 
-    pub fn context(&self) -> &GpuContext {
-        &self.ctx
-    }
-
     pub fn stats(&self) -> GpuStats {
         self.stats.get()
     }

@@ -32,9 +32,6 @@ pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     /// Bytes each token stands for when decoded.
     token_bytes: Vec<Vec<u8>>,
-    /// Control tokens (`<|im_end|>`, ...), which generation treats as end-of-text markers
-    /// only when they are the model's EOS/EOT.
-    is_control: Vec<bool>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     /// End-of-turn token (`<|im_end|>`, `<|eot_id|>`) when the vocabulary has one.
@@ -134,7 +131,6 @@ impl Tokenizer {
         Ok(Tokenizer {
             inner,
             token_bytes,
-            is_control: types.iter().map(|&t| t == TYPE_CONTROL).collect(),
             bos: id("tokenizer.ggml.bos_token_id")?,
             eos: id("tokenizer.ggml.eos_token_id")?,
             eot,
@@ -175,10 +171,6 @@ impl Tokenizer {
     /// The text of a token as it appears in the vocabulary, for display.
     pub fn token_text(&self, id: u32) -> String {
         String::from_utf8_lossy(self.token_bytes(id)).into_owned()
-    }
-
-    pub fn is_control(&self, id: u32) -> bool {
-        self.is_control.get(id as usize).copied().unwrap_or(false)
     }
 
     /// Whether generation should stop after this token (EOS or end-of-turn).
