@@ -57,6 +57,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let opts = GenerateOptions {
         max_tokens: args.max_tokens,
         sampling: SamplingParams::greedy(),
+        ..GenerateOptions::default()
     };
     let mut rows = Vec::new();
     let mut outputs: Vec<Vec<Vec<u32>>> = Vec::new();

@@ -7,9 +7,10 @@ use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
-use runahead_speculate::{generate_with, Drafter, GenerateOptions, NgramDrafter, SamplingParams};
+use runahead_speculate::{generate_with, GenerateOptions, Provenance, SamplingParams};
 use serde_json::json;
 
+use crate::drafting::{build_drafter, depth, DraftBackend, DraftSpec};
 use crate::{Backend, GenerateArgs};
 
 fn open(path: &Path) -> Result<GgufFile> {
@@ -114,12 +115,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         seed: args.seed,
     };
     sampling.validate()?;
-    if !matches!(args.draft.as_str(), "none" | "ngram") {
-        bail!(
-            "--draft {}: not available yet (available: none, ngram; suffix, model:PATH and auto are coming)",
-            args.draft
-        );
-    }
+    let spec = DraftSpec::parse(&args.draft)?;
     let file = open(&args.model)?;
     let tok = tokenizer(&file)?;
     let text = if args.chat {
@@ -143,12 +139,15 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     let opts = GenerateOptions {
         max_tokens: args.max_tokens,
         sampling,
+        ..GenerateOptions::default()
     };
     match args.backend {
         Backend::Cpu => {
             let mut model =
                 CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
-            run(&mut model, &tok, &prompt, &opts, args)
+            let context = model.capacity();
+            let drafter = build_drafter(&spec, &tok, DraftBackend::Cpu, context)?;
+            run(&mut model, drafter, &tok, &prompt, opts, args)
         }
         Backend::Gpu => {
             let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))
@@ -156,31 +155,30 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             eprintln!("[gpu: {}]", ctx.adapter_info);
             let mut model = GpuModel::load(&ctx, &file, args.context)
                 .context("cannot load the model onto the GPU")?;
-            run(&mut model, &tok, &prompt, &opts, args)
+            let context = model.capacity();
+            let drafter = build_drafter(&spec, &tok, DraftBackend::Gpu(&ctx), context)?;
+            run(&mut model, drafter, &tok, &prompt, opts, args)
         }
     }
 }
 
 fn run<M: LanguageModel>(
     model: &mut M,
+    mut drafter: Option<Box<dyn runahead_speculate::Drafter>>,
     tok: &Tokenizer,
     prompt: &[u32],
-    opts: &GenerateOptions,
+    mut opts: GenerateOptions,
     args: &GenerateArgs,
 ) -> Result<()> {
+    opts.depth = depth(&args.depth, model, drafter.is_some())?;
     let mut decoder = tok.decoder();
     let mut stdout = std::io::stdout();
     let stream = !args.json;
-    let mut ngram = NgramDrafter::default();
-    let drafter: Option<&mut dyn Drafter> = match args.draft.as_str() {
-        "ngram" => Some(&mut ngram),
-        _ => None,
-    };
     let result = pollster::block_on(generate_with(
         model,
-        drafter,
+        drafter.as_deref_mut(),
         prompt,
-        opts,
+        &opts,
         |t| tok.is_end(t),
         |t, _| {
             if stream && !tok.is_end(t) {
@@ -216,21 +214,35 @@ fn run<M: LanguageModel>(
                 "backend": args.backend.name(),
                 "draft": args.draft,
                 "stop_reason": result.stop.as_str(),
-            }
+                "acceptance_rate": s.acceptance_rate(),
+                "mean_accepted_length": s.mean_accepted_length(),
+                "target_forwards_per_token": 1.0 / s.tokens_per_forward().max(f64::MIN_POSITIVE),
+                "drafters": s.drafters.iter().map(|d| json!({
+                    "name": d.name, "steps": d.steps, "drafted": d.drafted,
+                    "accepted": d.accepted, "draft_seconds": d.draft_seconds,
+                })).collect::<Vec<_>>(),
+            },
+            "provenance": result.provenance.iter()
+                .map(|p| if *p == Provenance::Draft { "draft" } else { "target" })
+                .collect::<Vec<_>>(),
         });
         println!("{out}");
     } else {
         let _ = stdout.write_all(decoder.finish().as_bytes());
         println!();
         eprintln!(
-            "[{} prompt tokens, {} generated in {:.2} s ({:.2} tokens/s), prefill {:.2} s, backend {}, stop: {}]",
+            "[{} prompt tokens, {} generated in {:.2} s ({:.2} tokens/s), prefill {:.2} s, backend {}, stop: {}; draft {}: {} target forwards, {}/{} drafted tokens accepted]",
             s.prompt_tokens,
             s.generated_tokens,
             s.decode_seconds,
             s.tokens_per_second(),
             s.prefill_seconds,
             args.backend.name(),
-            result.stop.as_str()
+            result.stop.as_str(),
+            args.draft,
+            s.target_forwards,
+            s.accepted,
+            s.drafted,
         );
     }
     Ok(())

@@ -3,6 +3,7 @@
 
 mod bench;
 mod commands;
+mod drafting;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,9 +66,13 @@ struct GenerateArgs {
     seed: u64,
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     backend: Backend,
-    /// none | ngram | suffix | model:PATH | auto
+    /// none | ngram | suffix | model:PATH | auto | auto:PATH (suffix lookup or a draft model)
     #[arg(long, default_value = "none")]
     draft: String,
+    /// Draft tokens verified per step: auto (calibrated on the device, adapted to acceptance)
+    /// or a fixed number.
+    #[arg(long, default_value = "auto")]
+    depth: String,
     /// KV cache size in tokens (default: the model's context length).
     #[arg(long)]
     context: Option<usize>,

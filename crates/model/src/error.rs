@@ -25,6 +25,8 @@ pub enum ModelError {
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("context is full: {needed} positions needed, the context holds {context}")]
     ContextFull { needed: usize, context: usize },
+    #[error("the draft model cannot draft for this target: {0}")]
+    IncompatibleDraft(String),
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
     /// An engine-specific failure (GPU device lost, out of memory, ...); downcast to the

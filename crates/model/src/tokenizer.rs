@@ -187,6 +187,42 @@ impl Tokenizer {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// Checks that a draft model with tokenizer `draft` speaks this tokenizer's language: the
+    /// same vocabulary size, the same text for every token, the same special tokens. Token ids
+    /// pass between the two models unchanged, so anything less would make drafts meaningless.
+    pub fn check_draft_compatible(&self, draft: &Tokenizer) -> Result<()> {
+        let fail = |why: String| Err(ModelError::IncompatibleDraft(why));
+        if self.vocab_size() != draft.vocab_size() {
+            return fail(format!(
+                "the draft's vocabulary has {} tokens, the target's {}",
+                draft.vocab_size(),
+                self.vocab_size()
+            ));
+        }
+        if let Some(id) =
+            (0..self.vocab_size() as u32).find(|&i| self.token_bytes(i) != draft.token_bytes(i))
+        {
+            return fail(format!(
+                "token {id} is {:?} in the target but {:?} in the draft",
+                self.token_text(id),
+                draft.token_text(id)
+            ));
+        }
+        for (what, a, b) in [
+            ("BOS", self.bos, draft.bos),
+            ("EOS", self.eos, draft.eos),
+            ("end-of-turn", self.eot, draft.eot),
+        ] {
+            if a != b {
+                return fail(format!("{what} token differs: target {a:?}, draft {b:?}"));
+            }
+        }
+        if self.add_bos != draft.add_bos {
+            return fail("one model adds a BOS token and the other does not".into());
+        }
+        Ok(())
+    }
+
     /// A streaming decoder for this tokenizer.
     pub fn decoder(&self) -> TokenDecoder<'_> {
         TokenDecoder {

@@ -5,8 +5,11 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
 
-use crate::drafter::Drafter;
+use crate::depth::{Depth, DepthController};
+use crate::draft::Draft;
+use crate::drafter::{DraftRequest, Drafter};
 use crate::sampling::{Sampler, SamplingError, SamplingParams};
+use crate::verify::verify;
 
 /// Longest block the prefill sends in one forward (bounds activation memory).
 const PREFILL_CHUNK: usize = 256;
@@ -61,6 +64,29 @@ impl StopReason {
 pub struct GenerateOptions {
     pub max_tokens: usize,
     pub sampling: SamplingParams,
+    /// How many draft nodes each step verifies (ignored without a drafter).
+    pub depth: Depth,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 128,
+            sampling: SamplingParams::default(),
+            depth: Depth::default(),
+        }
+    }
+}
+
+/// What one drafter contributed to a generation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DrafterStats {
+    pub name: &'static str,
+    /// Steps that verified a draft of this drafter.
+    pub steps: usize,
+    pub drafted: usize,
+    pub accepted: usize,
+    pub draft_seconds: f64,
 }
 
 /// Counters and timings of one generation.
@@ -74,6 +100,8 @@ pub struct Stats {
     pub accepted: usize,
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
+    /// Per drafter (one entry per drafter that proposed; `auto` lists the ones it chose).
+    pub drafters: Vec<DrafterStats>,
 }
 
 impl Stats {
@@ -84,6 +112,41 @@ impl Stats {
         } else {
             0.0
         }
+    }
+
+    /// Fraction of drafted tokens that were accepted.
+    pub fn acceptance_rate(&self) -> f64 {
+        ratio(self.accepted, self.drafted)
+    }
+
+    /// Tokens emitted per target forward (1 for plain decoding).
+    pub fn tokens_per_forward(&self) -> f64 {
+        ratio(self.generated_tokens, self.target_forwards)
+    }
+
+    /// Accepted draft tokens per step that verified a draft.
+    pub fn mean_accepted_length(&self) -> f64 {
+        let steps: usize = self.drafters.iter().map(|d| d.steps).sum();
+        ratio(self.accepted, steps)
+    }
+
+    fn drafter(&mut self, name: &'static str) -> &mut DrafterStats {
+        if let Some(i) = self.drafters.iter().position(|d| d.name == name) {
+            return &mut self.drafters[i];
+        }
+        self.drafters.push(DrafterStats {
+            name,
+            ..DrafterStats::default()
+        });
+        self.drafters.last_mut().expect("just pushed")
+    }
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
     }
 }
 
@@ -99,12 +162,11 @@ pub struct Generation {
 /// `is_end` marks tokens that end the text (they are kept in the output); `on_token` sees each
 /// token as it is accepted and may cancel.
 ///
-/// With a drafter, each step feeds the target `[next, d1..dk]` in one forward and keeps the
-/// longest verified prefix of the draft plus one token from the target, so the output is
-/// exactly what plain decoding gives: greedy equals greedy token for token (the engines are
-/// batch-invariant), and sampling draws from the target's distribution (a deterministic draft
-/// token `d` is accepted with probability `p(d)`; on rejection the token is drawn from `p` with
-/// `d` removed, renormalized).
+/// With a drafter ([`generate_with`]), each step feeds the target `[next, draft...]` (a chain
+/// or a tree) in one forward and keeps the accepted path plus one token from the target, so
+/// the output is exactly what plain decoding gives: greedy equals greedy token for token (the
+/// engines are batch-invariant), and sampling draws from the target's distribution (see
+/// [`crate::walk_sampling`]).
 pub async fn generate<M: LanguageModel>(
     model: &mut M,
     prompt: &[u32],
@@ -112,13 +174,22 @@ pub async fn generate<M: LanguageModel>(
     is_end: impl Fn(u32) -> bool,
     on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
-    generate_with(model, None, prompt, opts, is_end, on_token).await
+    generate_with(
+        model,
+        None::<&mut dyn Drafter>,
+        prompt,
+        opts,
+        is_end,
+        on_token,
+    )
+    .await
 }
 
-/// [`generate`] with an optional drafter (speculative decoding).
-pub async fn generate_with<M: LanguageModel>(
+/// [`generate`] with an optional drafter (speculative decoding). At the end the drafter is
+/// told the whole sequence ([`Drafter::finish`]), so drafters that learn across requests can.
+pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     model: &mut M,
-    mut drafter: Option<&mut dyn Drafter>,
+    mut drafter: Option<&mut D>,
     prompt: &[u32],
     opts: &GenerateOptions,
     is_end: impl Fn(u32) -> bool,
@@ -166,6 +237,7 @@ pub async fn generate_with<M: LanguageModel>(
 
     // Prompt and output so far: what drafters look at.
     let mut history = prompt.to_vec();
+    let mut depth = DepthController::new(opts.depth.clone());
     let start = Instant::now();
     'decode: loop {
         // Emit `next` (not yet in the cache) and the accepted draft tokens queued behind it.
@@ -191,50 +263,58 @@ pub async fn generate_with<M: LanguageModel>(
             break;
         }
         // Room for the draft: the output budget, the cache, and the engine's block size.
-        let max_draft = (remaining - 1).min(context - base - 1).min(MAX_DRAFT);
-        let draft = match drafter.as_deref_mut() {
-            Some(d) if max_draft > 0 => d.propose(&history, max_draft),
-            _ => Vec::new(),
-        };
-        let mut block = Vec::with_capacity(draft.len() + 1);
-        block.push(next);
-        block.extend_from_slice(&draft);
-        let batch = Batch::causal(&block, base);
-        stats.target_forwards += 1;
-        stats.drafted += draft.len();
-
-        // Verify: row i is the target's distribution after block[..=i].
-        let (accepted, correction) = if sampler.params.is_greedy() {
-            let ids = model.forward_argmax(&batch).await?;
-            let a = draft.iter().zip(&ids).take_while(|(d, t)| d == t).count();
-            (a, ids[a])
-        } else {
-            let logits = model.forward(&batch).await?;
-            let mut a = 0;
-            let mut correction = None;
-            for (i, &d) in draft.iter().enumerate() {
-                let dist = sampler.distribution(logits.row(i))?;
-                if sampler.uniform() < dist.probs[d as usize] as f64 {
-                    a += 1;
-                } else {
-                    correction = Some(dist.without(d).pick(sampler.uniform()));
-                    break;
-                }
+        let room = (remaining - 1).min(context - base - 1).min(MAX_DRAFT);
+        let step = match drafter.as_deref_mut() {
+            Some(d) if room > 0 => {
+                propose(d, &mut depth, &history, room, &sampler.params, &mut stats).await?
             }
-            let correction = match correction {
-                Some(t) => t,
-                None => sampler.sample(logits.row(a))?,
-            };
-            (a, correction)
+            _ => Proposal::none(),
         };
+        let Proposal {
+            draft,
+            proposed,
+            expected,
+            shadow,
+            draft_seconds,
+        } = step;
+
+        let verify_start = Instant::now();
+        let verdict = verify(model, next, &draft, &mut sampler).await?;
+        let verify_seconds = verify_start.elapsed().as_secs_f64();
+        stats.target_forwards += 1;
+        keep_path(model, base, &draft, &verdict.path)?;
+
         if let Some(d) = drafter.as_deref_mut() {
             if !draft.is_empty() {
-                d.observe(draft.len(), accepted);
+                d.observe(&draft, &verdict.path);
+                let s = stats.drafter(draft.source);
+                s.steps += 1;
+                s.drafted += draft.len();
+                s.accepted += verdict.path.len();
+                stats.drafted += draft.len();
+                stats.accepted += verdict.path.len();
+            } else if let Some(shadow) = &shadow {
+                // Not verified, but a model-free draft's first tokens can still be judged
+                // against what the target emitted, so its confidence can recover.
+                let path: Vec<usize> = shadow
+                    .children(None)
+                    .find(|&c| shadow.tokens[c] == verdict.next)
+                    .into_iter()
+                    .collect();
+                d.observe(shadow, &path);
             }
+            depth.record(
+                draft.source,
+                expected,
+                verdict.path.len(),
+                proposed,
+                draft_seconds,
+                draft.len() + 1,
+                verify_seconds,
+            );
         }
-        stats.accepted += accepted;
-        model.truncate(base + 1 + accepted);
-        for &t in &draft[..accepted] {
+        for &node in &verdict.path {
+            let t = draft.tokens[node];
             out.tokens.push(t);
             out.provenance.push(Provenance::Draft);
             history.push(t);
@@ -247,11 +327,109 @@ pub async fn generate_with<M: LanguageModel>(
                 break 'decode;
             }
         }
-        next = correction;
+        next = verdict.next;
         next_from = Provenance::Target;
+    }
+    if let Some(d) = drafter.as_deref_mut() {
+        d.finish(prompt.len(), &history);
     }
     stats.decode_seconds = start.elapsed().as_secs_f64();
     stats.generated_tokens = out.tokens.len();
     out.stats = stats;
     Ok(out)
+}
+
+/// One step's draft, trimmed to what is worth verifying.
+struct Proposal {
+    draft: Draft,
+    /// Nodes the drafter proposed (before trimming).
+    proposed: usize,
+    /// Expected accepted nodes of the trimmed draft.
+    expected: f64,
+    /// The untrimmed draft when trimming removed everything, to judge it afterwards.
+    shadow: Option<Draft>,
+    draft_seconds: f64,
+}
+
+impl Proposal {
+    fn none() -> Self {
+        Proposal {
+            draft: Draft::empty("none"),
+            proposed: 0,
+            expected: 0.0,
+            shadow: None,
+            draft_seconds: 0.0,
+        }
+    }
+}
+
+/// Asks the drafter for a draft within the step's room and trims it.
+async fn propose<D: Drafter + ?Sized>(
+    drafter: &mut D,
+    depth: &mut DepthController,
+    history: &[u32],
+    room: usize,
+    sampling: &SamplingParams,
+    stats: &mut Stats,
+) -> Result<Proposal, GenerateError> {
+    let alpha = drafter_alpha(stats, drafter.name());
+    let budget = depth.budget(drafter.name(), drafter.runs_a_model(), alpha, room);
+    if budget == 0 {
+        return Ok(Proposal::none());
+    }
+    let cost = depth.cost().cloned();
+    let start = Instant::now();
+    let mut draft = drafter
+        .propose(DraftRequest {
+            context: history,
+            max_nodes: budget,
+            sampling,
+            cost: cost.as_ref(),
+        })
+        .await?;
+    let seconds = start.elapsed().as_secs_f64();
+    stats.drafter(draft.source).draft_seconds += seconds;
+    draft.truncate_to_best(room);
+    let proposed = draft.len();
+    let full = draft.clone();
+    let expected = depth.prune(&mut draft);
+    let shadow = (draft.is_empty() && !full.is_empty()).then_some(full);
+    Ok(Proposal {
+        draft,
+        proposed,
+        expected,
+        shadow,
+        draft_seconds: seconds,
+    })
+}
+
+/// Running acceptance rate of a drafter in this generation (optimistic before any data).
+fn drafter_alpha(stats: &Stats, name: &str) -> f64 {
+    stats
+        .drafters
+        .iter()
+        .find(|d| d.name == name && d.drafted > 0)
+        .map_or(0.7, |d| {
+            (d.accepted as f64 + 1.0) / (d.drafted as f64 + 1.0)
+        })
+}
+
+/// Keeps the root and the accepted path in the KV cache: a truncation when the path is the
+/// block's leading chain, a compaction when it runs through a tree.
+fn keep_path<M: LanguageModel>(
+    model: &mut M,
+    base: usize,
+    draft: &Draft,
+    path: &[usize],
+) -> Result<(), GenerateError> {
+    if path.iter().enumerate().all(|(i, &node)| node == i) {
+        model.truncate(base + 1 + path.len());
+        return Ok(());
+    }
+    let keep: Vec<usize> = std::iter::once(0)
+        .chain(path.iter().map(|&node| node + 1))
+        .collect();
+    debug_assert!(keep.windows(2).all(|w| w[0] < w[1]) && keep.len() <= draft.len() + 1);
+    model.compact(base, &keep)?;
+    Ok(())
 }

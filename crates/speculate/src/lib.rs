@@ -1,13 +1,26 @@
 //! Decoding on top of any [`runahead_model::LanguageModel`]: sampling, the generation loop, and
-//! speculative decoding (drafters proposing tokens that the target verifies in one forward).
+//! speculative decoding: drafters propose a chain or a tree of tokens, the target verifies it in
+//! one forward pass, and the output is exactly what plain decoding would give.
 
+mod auto;
+mod depth;
+mod draft;
 mod drafter;
 mod generate;
+mod model_drafter;
 mod sampling;
+mod suffix;
+mod verify;
 
-pub use drafter::{Drafter, NgramDrafter};
+pub use auto::AutoDrafter;
+pub use depth::{calibrate, CostModel, Depth, DepthController};
+pub use draft::Draft;
+pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
-    generate, generate_with, GenerateError, GenerateOptions, Generation, Provenance, Stats,
-    StopReason, MAX_DRAFT,
+    generate, generate_with, DrafterStats, GenerateError, GenerateOptions, Generation, Provenance,
+    Stats, StopReason, MAX_DRAFT,
 };
+pub use model_drafter::ModelDrafter;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams};
+pub use suffix::{SuffixDrafter, SuffixTrie};
+pub use verify::{verification_batch, verify, walk_greedy, walk_sampling, Rejection, Verdict};

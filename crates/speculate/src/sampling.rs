@@ -154,6 +154,34 @@ impl Distribution {
         Distribution { probs, support }
     }
 
+    /// The residual `max(0, p - q)` renormalized, over the full vocabulary: what speculative
+    /// sampling draws from after rejecting a token sampled from `q`. A rejection is only
+    /// possible where `p < q` somewhere, so the residual has mass; if rounding leaves none,
+    /// `p` itself is returned.
+    pub fn residual(&self, q: &Distribution) -> Distribution {
+        let mut probs: Vec<f64> = self
+            .probs
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p as f64 - q.probs.get(i).copied().unwrap_or(0.0) as f64).max(0.0))
+            .collect();
+        let total: f64 = probs.iter().sum();
+        if total <= 0.0 {
+            return self.clone();
+        }
+        probs.iter_mut().for_each(|p| *p /= total);
+        let support = self
+            .support
+            .iter()
+            .copied()
+            .filter(|&t| probs[t as usize] > 0.0)
+            .collect();
+        Distribution {
+            probs: probs.into_iter().map(|p| p as f32).collect(),
+            support,
+        }
+    }
+
     /// The token at cumulative probability `u` in `[0, 1)`, walking the support in order.
     pub fn pick(&self, u: f64) -> u32 {
         let mut cum = 0.0f64;

@@ -15,6 +15,7 @@ fn opts(max_tokens: usize) -> GenerateOptions {
     GenerateOptions {
         max_tokens,
         sampling: SamplingParams::greedy(),
+        ..GenerateOptions::default()
     }
 }
 

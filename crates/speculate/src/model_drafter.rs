@@ -1,0 +1,145 @@
+//! A small model of the target's family drafts autoregressively on its own KV cache.
+
+use runahead_model::{Batch, LanguageModel, Logits, ModelError};
+
+use crate::draft::Draft;
+use crate::drafter::{DraftRequest, Drafter, LocalFuture};
+use crate::sampling::{Distribution, Sampler, SamplingParams};
+
+/// Longest block fed to the draft model at once when it catches up with the context.
+const CATCH_UP_CHUNK: usize = 256;
+
+/// Drafts with a second model (e.g. Qwen2.5-Coder-0.5B for the 1.5B). The draft model keeps
+/// its own cache; before each proposal it is cut back to the longest prefix it shares with
+/// the context (so rejected draft tokens never linger) and fed what it has not seen. Check the
+/// tokenizers with `Tokenizer::check_draft_compatible` before pairing two models.
+pub struct ModelDrafter<M> {
+    model: M,
+    /// The tokens whose entries are in the draft model's cache, in order.
+    cached: Vec<u32>,
+    /// The draft's own draws when the target samples (seeded from the target's seed).
+    sampler: Option<Sampler>,
+    /// Drafting stops after a token the draft model itself gives less than this probability.
+    pub min_confidence: f32,
+}
+
+impl<M: LanguageModel> ModelDrafter<M> {
+    pub fn new(model: M) -> Self {
+        ModelDrafter {
+            model,
+            cached: Vec::new(),
+            sampler: None,
+            min_confidence: 0.3,
+        }
+    }
+
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// Tokens in the draft model's cache (for tests of rollback).
+    pub fn cached(&self) -> &[u32] {
+        &self.cached
+    }
+
+    fn sampler(&mut self, params: &SamplingParams) -> Result<&mut Sampler, ModelError> {
+        let stale = self.sampler.as_ref().is_none_or(|s| {
+            let p = &s.params;
+            (p.temperature, p.top_k, p.top_p) != (params.temperature, params.top_k, params.top_p)
+        });
+        if stale {
+            let draft_params = SamplingParams {
+                seed: params.seed ^ 0x9e37_79b9_7f4a_7c15,
+                ..params.clone()
+            };
+            let s = Sampler::new(draft_params).map_err(|e| ModelError::Config(e.to_string()))?;
+            self.sampler = Some(s);
+        }
+        Ok(self.sampler.as_mut().expect("set above"))
+    }
+
+    async fn draft(&mut self, request: DraftRequest<'_>) -> Result<Draft, ModelError> {
+        let context = request.context;
+        let mut draft = Draft::empty("model");
+        let capacity = self.model.capacity();
+        if context.is_empty() || context.len() >= capacity {
+            return Ok(draft);
+        }
+        let max_nodes = request.max_nodes.min(capacity - context.len());
+        // Roll back to the shared prefix; keep at least the last token to feed so there are
+        // logits to draft from.
+        let shared = self
+            .cached
+            .iter()
+            .zip(context)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(context.len() - 1);
+        self.model.truncate(shared);
+        self.cached.truncate(shared);
+        let mut logits = None;
+        for chunk in context[shared..].chunks(CATCH_UP_CHUNK) {
+            let start = self.model.cache_len();
+            logits = Some(self.model.forward(&Batch::causal(chunk, start)).await?);
+            self.cached.extend_from_slice(chunk);
+        }
+        let mut logits = logits.expect("at least one token was fed");
+        for i in 0..max_nodes {
+            let row = last_row(&logits);
+            let (token, confidence, q) = if request.sampling.is_greedy() {
+                let token = runahead_model::argmax(row);
+                (token, top_probability(row, token), None)
+            } else {
+                let q = Distribution::new(row, request.sampling)
+                    .map_err(|e| ModelError::Config(e.to_string()))?;
+                let token = q.pick(self.sampler(request.sampling)?.uniform());
+                (token, q.probs[token as usize], Some(q))
+            };
+            draft.push(token, i.checked_sub(1), confidence.max(1e-3));
+            *draft.q.last_mut().expect("just pushed") = q;
+            if i + 1 == max_nodes || confidence < self.min_confidence {
+                break;
+            }
+            let start = self.model.cache_len();
+            logits = self.model.forward(&Batch::causal(&[token], start)).await?;
+            self.cached.push(token);
+        }
+        Ok(draft)
+    }
+}
+
+fn last_row(logits: &Logits) -> &[f32] {
+    logits.row(logits.n_rows() - 1)
+}
+
+/// Softmax probability of `token` (temperature 1): the draft model's confidence.
+fn top_probability(row: &[f32], token: u32) -> f32 {
+    let max = row[token as usize];
+    let total: f64 = row
+        .iter()
+        .filter(|v| v.is_finite())
+        .map(|&v| ((v - max) as f64).exp())
+        .sum();
+    if total > 0.0 {
+        (1.0 / total) as f32
+    } else {
+        0.0
+    }
+}
+
+impl<M: LanguageModel> Drafter for ModelDrafter<M> {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
+    fn propose<'a>(
+        &'a mut self,
+        request: DraftRequest<'a>,
+    ) -> LocalFuture<'a, Result<Draft, ModelError>> {
+        Box::pin(self.draft(request))
+    }
+
+    fn runs_a_model(&self) -> bool {
+        true
+    }
+}
