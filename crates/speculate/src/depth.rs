@@ -169,6 +169,21 @@ impl Calibration {
     }
 }
 
+/// What one step's outcome tells the controller.
+#[derive(Clone, Copy, Debug)]
+pub struct StepRecord {
+    pub source: &'static str,
+    /// Expected accepted nodes, from [`DepthController::prune`].
+    pub expected: f64,
+    pub accepted: usize,
+    /// Nodes proposed, in `draft_seconds` of drafting.
+    pub proposed: usize,
+    pub draft_seconds: f64,
+    /// Rows of the verification forward and its measured time.
+    pub verify_rows: usize,
+    pub verify_seconds: f64,
+}
+
 /// Chooses each step's draft size; see the module docs.
 #[derive(Clone, Debug)]
 pub struct DepthController {
@@ -272,18 +287,17 @@ impl DepthController {
         (path * scale) as f64
     }
 
-    /// Records a verified step: `expected` from [`DepthController::prune`], `accepted` nodes,
-    /// `draft_seconds` spent proposing `proposed` nodes, and the forward's measured time.
-    pub fn record(
-        &mut self,
-        source: &'static str,
-        expected: f64,
-        accepted: usize,
-        proposed: usize,
-        draft_seconds: f64,
-        verify_rows: usize,
-        verify_seconds: f64,
-    ) {
+    /// Records a verified step.
+    pub fn record(&mut self, step: StepRecord) {
+        let StepRecord {
+            source,
+            expected,
+            accepted,
+            proposed,
+            draft_seconds,
+            verify_rows,
+            verify_seconds,
+        } = step;
         let cal = self.by_source.entry(source).or_default();
         if expected > 0.0 {
             cal.accepted = 0.9 * cal.accepted + accepted as f64;
@@ -315,6 +329,24 @@ mod tests {
         assert!(c.seconds(8) >= c.seconds(4), "made non-decreasing");
         assert!((c.seconds(12) - 2.75).abs() < 1e-9);
         assert_eq!(CostModel::from_samples(&[]), CostModel::flat());
+    }
+
+    fn step(
+        source: &'static str,
+        expected: f64,
+        accepted: usize,
+        proposed: usize,
+        draft_seconds: f64,
+    ) -> StepRecord {
+        StepRecord {
+            source,
+            expected,
+            accepted,
+            proposed,
+            draft_seconds,
+            verify_rows: 1,
+            verify_seconds: 1.0,
+        }
     }
 
     fn chain(conf: f32, n: usize) -> Draft {
@@ -356,7 +388,7 @@ mod tests {
         let mut d = chain(0.9, 10);
         let before = c.prune(&mut d.clone());
         for _ in 0..40 {
-            c.record("test", 5.0, 0, 10, 0.0, 11, 1.0);
+            c.record(step("test", 5.0, 0, 10, 0.0));
         }
         let after = c.prune(&mut d);
         assert!(after < before / 2.0, "{after} vs {before}");
@@ -365,12 +397,12 @@ mod tests {
     #[test]
     fn model_budget_follows_acceptance_and_retries() {
         let mut c = DepthController::new(Depth::Adaptive(CostModel::linear(0.05)));
-        c.record("model", 0.0, 0, 4, 0.04, 1, 1.0); // drafting costs 1% of a forward per node
+        c.record(step("model", 0.0, 0, 4, 0.04)); // drafting costs 1% of a forward per node
         let high = c.budget("model", true, 0.9, 15);
         let low = c.budget("model", true, 0.3, 15);
         assert!(high > low, "{high} vs {low}");
         // Drafting as expensive as verifying and rarely accepted: skip, but retry now and then.
-        c.record("model", 0.0, 0, 1, 5.0, 1, 1.0);
+        c.record(step("model", 0.0, 0, 1, 5.0));
         let budgets: Vec<usize> = (0..RETRY_AFTER)
             .map(|_| c.budget("model", true, 0.05, 15))
             .collect();

@@ -5,11 +5,11 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
 
-use crate::depth::{Depth, DepthController};
+use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter};
 use crate::sampling::{Sampler, SamplingError, SamplingParams};
-use crate::verify::verify;
+use crate::verify::{verify, Rejection};
 
 /// Longest block the prefill sends in one forward (bounds activation memory).
 const PREFILL_CHUNK: usize = 256;
@@ -66,6 +66,10 @@ pub struct GenerateOptions {
     pub sampling: SamplingParams,
     /// How many draft nodes each step verifies (ignored without a drafter).
     pub depth: Depth,
+    /// Always [`Rejection::Residual`]; the statistical tests swap in a broken rule to show
+    /// that they would catch one.
+    #[doc(hidden)]
+    pub rejection: Rejection,
 }
 
 impl Default for GenerateOptions {
@@ -74,6 +78,7 @@ impl Default for GenerateOptions {
             max_tokens: 128,
             sampling: SamplingParams::default(),
             depth: Depth::default(),
+            rejection: Rejection::Residual,
         }
     }
 }
@@ -279,7 +284,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         } = step;
 
         let verify_start = Instant::now();
-        let verdict = verify(model, next, &draft, &mut sampler).await?;
+        let verdict = verify(model, next, &draft, &mut sampler, opts.rejection).await?;
         let verify_seconds = verify_start.elapsed().as_secs_f64();
         stats.target_forwards += 1;
         keep_path(model, base, &draft, &verdict.path)?;
@@ -303,15 +308,15 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
                     .collect();
                 d.observe(shadow, &path);
             }
-            depth.record(
-                draft.source,
+            depth.record(StepRecord {
+                source: draft.source,
                 expected,
-                verdict.path.len(),
+                accepted: verdict.path.len(),
                 proposed,
                 draft_seconds,
-                draft.len() + 1,
+                verify_rows: draft.len() + 1,
                 verify_seconds,
-            );
+            });
         }
         for &node in &verdict.path {
             let t = draft.tokens[node];
@@ -330,7 +335,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         next = verdict.next;
         next_from = Provenance::Target;
     }
-    if let Some(d) = drafter.as_deref_mut() {
+    if let Some(d) = drafter {
         d.finish(prompt.len(), &history);
     }
     stats.decode_seconds = start.elapsed().as_secs_f64();

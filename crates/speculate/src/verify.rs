@@ -25,8 +25,7 @@ pub struct Verdict {
 pub enum Rejection {
     /// Draw from `max(0, p - q)` renormalized (for one-hot `q`: `p` without the token).
     Residual,
-    /// Draw from `p` itself: a classic bug that over-weights drafted tokens.
-    #[doc(hidden)]
+    /// Draw from `p` itself: a classic bug that over-weights drafted tokens. Never use it.
     BrokenResampleFromTarget,
 }
 
@@ -54,6 +53,7 @@ pub async fn verify<M: LanguageModel>(
     next: u32,
     draft: &Draft,
     sampler: &mut Sampler,
+    rejection: Rejection,
 ) -> Result<Verdict, GenerateError> {
     let batch = verification_batch(next, draft, model.cache_len())?;
     if sampler.params.is_greedy() {
@@ -63,13 +63,8 @@ pub async fn verify<M: LanguageModel>(
     let logits = model.forward(&batch).await?;
     let params = sampler.params.clone();
     let mut row = |r: usize| Distribution::new(logits.row(r), &params);
-    walk_sampling(
-        draft,
-        &mut row,
-        &mut || sampler.uniform(),
-        Rejection::Residual,
-    )
-    .map_err(GenerateError::from)
+    walk_sampling(draft, &mut row, &mut || sampler.uniform(), rejection)
+        .map_err(GenerateError::from)
 }
 
 /// Greedy: follow the child whose token is the target's argmax, as long as there is one.
