@@ -36,6 +36,12 @@ pub struct BenchArgs {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// KV cache size for the speculative suites.
+    #[arg(long, default_value_t = 2048)]
+    context: usize,
+    /// With --suites: speculative vs plain decoding on prompt suites (see spec_bench).
+    #[command(flatten)]
+    suites: crate::spec_bench::SuiteArgs,
 }
 
 struct Row {
@@ -46,6 +52,15 @@ struct Row {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.suites.suites.is_some() {
+        return crate::spec_bench::run(
+            &args.model,
+            &args.backends,
+            args.max_tokens,
+            args.context,
+            &args.suites,
+        );
+    }
     let file = GgufFile::open(&args.model)
         .with_context(|| format!("cannot load {}", args.model.display()))?;
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;

@@ -4,6 +4,7 @@
 mod bench;
 mod commands;
 mod drafting;
+mod spec_bench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

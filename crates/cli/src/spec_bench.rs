@@ -1,0 +1,298 @@
+//! `runahead bench --suites ...`: speculative decoding against plain decoding on the prompt
+//! suites of `runahead-bench`, per backend and drafter, measured in the same run. Every
+//! speculative output is checked against the plain output of the same prompt.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use runahead_bench::{
+    all_suites, kind_summary, load_suite, markdown_table, plot_speedups, summary_table, BenchRow,
+    Suite, SuiteKind,
+};
+use runahead_gguf::GgufFile;
+use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
+use runahead_speculate::{
+    calibrate, generate_with, Depth, Drafter, GenerateOptions, SamplingParams, Stats,
+};
+
+use crate::drafting::{build_drafter, DraftBackend, DraftSpec};
+
+#[derive(clap::Args)]
+pub struct SuiteArgs {
+    /// Suites to run: `all`, `grounded`, `code`, `open`, or comma-separated suite names.
+    #[arg(long)]
+    pub suites: Option<String>,
+    /// Prompts per suite.
+    #[arg(long, default_value_t = 2)]
+    pub n: usize,
+    /// Comma-separated drafters (none excluded: plain decoding is always measured).
+    #[arg(long, default_value = "ngram,suffix,auto")]
+    pub drafters: String,
+    /// Where the prompt sets are (scripts/fetch-prompts.sh).
+    #[arg(long, default_value = runahead_bench::DEFAULT_PROMPTS_DIR)]
+    pub prompts_dir: PathBuf,
+    /// Directory for report.md, rows.json and speedup.svg.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+}
+
+fn select_suites(args: &SuiteArgs, which: &str) -> Result<Vec<Suite>> {
+    let dir = &args.prompts_dir;
+    let kind = |k: SuiteKind| -> Result<Vec<Suite>> {
+        Ok(all_suites(dir, args.n)?
+            .into_iter()
+            .filter(|s| s.kind == k)
+            .collect())
+    };
+    Ok(match which {
+        "all" => all_suites(dir, args.n)?,
+        "grounded" => kind(SuiteKind::Grounded)?,
+        "code" => kind(SuiteKind::Code)?,
+        "open" => kind(SuiteKind::Open)?,
+        names => names
+            .split(',')
+            .map(|n| load_suite(dir, n.trim(), args.n))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Prompt token ids (chat prompts through the model's template).
+fn encode(
+    tok: &Tokenizer,
+    template: Option<&ChatTemplate>,
+    text: &str,
+    chat: bool,
+) -> Result<Vec<u32>> {
+    let text = match (chat, template) {
+        (true, Some(t)) => t.render(&[ChatMessage::new("user", text)], true)?,
+        _ => text.to_owned(),
+    };
+    Ok(tok.encode(&text)?)
+}
+
+pub fn run(
+    model: &Path,
+    backends: &str,
+    max_tokens: usize,
+    context: usize,
+    args: &SuiteArgs,
+) -> Result<()> {
+    let suites = select_suites(args, args.suites.as_deref().unwrap_or("all"))?;
+    let file = GgufFile::open(model).with_context(|| format!("cannot load {}", model.display()))?;
+    let tok = Tokenizer::from_metadata(&file.header.metadata)?;
+    let template = match file.header.metadata.str("tokenizer.chat_template") {
+        Ok(src) => {
+            let special = |id: Option<u32>| id.map(|i| tok.token_text(i)).unwrap_or_default();
+            Some(ChatTemplate::new(
+                src,
+                &special(tok.bos),
+                &special(tok.eos),
+            )?)
+        }
+        Err(_) => None,
+    };
+    let mut encoded = Vec::new();
+    for s in &suites {
+        let mut prompts = Vec::new();
+        for p in &s.prompts {
+            let ids = encode(&tok, template.as_ref(), &p.text, p.chat)?;
+            if ids.len() + max_tokens + 16 < context {
+                prompts.push(ids);
+            }
+        }
+        encoded.push(prompts);
+    }
+    let specs: Vec<(String, DraftSpec)> = args
+        .drafters
+        .split(',')
+        .map(|d| Ok((d.trim().to_owned(), DraftSpec::parse(d.trim())?)))
+        .collect::<Result<_>>()?;
+    let mut rows = Vec::new();
+    let mut devices = Vec::new();
+    for backend in backends.split(',').map(str::trim) {
+        match backend {
+            "cpu" => {
+                let mut m = CpuModel::load(&file, Some(context))?;
+                devices.push("cpu: f32 reference engine".to_owned());
+                let drafters = specs
+                    .iter()
+                    .map(|(n, s)| {
+                        Ok((
+                            n.clone(),
+                            build_drafter(s, &tok, DraftBackend::Cpu, context)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                rows.extend(bench_backend(
+                    &mut m, "cpu", drafters, &suites, &encoded, max_tokens,
+                )?);
+            }
+            "gpu" => {
+                let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))?;
+                devices.push(format!("gpu: {}", ctx.adapter_info));
+                let mut m = GpuModel::load(&ctx, &file, Some(context))?;
+                let drafters = specs
+                    .iter()
+                    .map(|(n, s)| {
+                        Ok((
+                            n.clone(),
+                            build_drafter(s, &tok, DraftBackend::Gpu(&ctx), context)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                rows.extend(bench_backend(
+                    &mut m, "gpu", drafters, &suites, &encoded, max_tokens,
+                )?);
+            }
+            other => bail!("unknown backend '{other}' (cpu, gpu)"),
+        }
+    }
+    write_report(model, &devices, max_tokens, args, &rows)
+}
+
+type NamedDrafter = (String, Option<Box<dyn Drafter>>);
+
+fn bench_backend<M: LanguageModel>(
+    m: &mut M,
+    backend: &str,
+    mut drafters: Vec<NamedDrafter>,
+    suites: &[Suite],
+    encoded: &[Vec<Vec<u32>>],
+    max_tokens: usize,
+) -> Result<Vec<BenchRow>> {
+    let cost = pollster::block_on(calibrate(m, 2))?;
+    let ratios: Vec<String> = cost.ratios().iter().map(|r| format!("{r:.2}")).collect();
+    eprintln!(
+        "[{backend}: verification cost for 1..16 rows relative to 1: {}]",
+        ratios.join(" ")
+    );
+    let greedy = |depth| GenerateOptions {
+        max_tokens,
+        sampling: SamplingParams::greedy(),
+        depth,
+        ..GenerateOptions::default()
+    };
+    let plain_opts = greedy(Depth::default());
+    let spec_opts = greedy(Depth::Adaptive(cost));
+    let mut rows = Vec::new();
+    for (suite, prompts) in suites.iter().zip(encoded) {
+        if prompts.is_empty() {
+            continue;
+        }
+        let mut plain = Stats::default();
+        let mut plain_out = Vec::new();
+        for p in prompts {
+            let g = pollster::block_on(generate_with(
+                m,
+                None::<&mut dyn Drafter>,
+                p,
+                &plain_opts,
+                |_| false,
+                |_, _| ControlFlow::Continue(()),
+            ))?;
+            add(&mut plain, &g.stats);
+            plain_out.push(g.tokens);
+        }
+        for (name, drafter) in drafters.iter_mut() {
+            let Some(d) = drafter.as_deref_mut() else {
+                continue;
+            };
+            let mut spec = Stats::default();
+            for (p, want) in prompts.iter().zip(&plain_out) {
+                let g = pollster::block_on(generate_with(
+                    m,
+                    Some(&mut *d),
+                    p,
+                    &spec_opts,
+                    |_| false,
+                    |_, _| ControlFlow::Continue(()),
+                ))?;
+                if &g.tokens != want {
+                    bail!(
+                        "{backend}/{name}/{}: speculative output differs from plain output",
+                        suite.name
+                    );
+                }
+                add(&mut spec, &g.stats);
+            }
+            let row = BenchRow {
+                suite: suite.name.clone(),
+                kind: suite.kind,
+                backend: backend.to_owned(),
+                drafter: name.clone(),
+                prompts: prompts.len(),
+                generated_tokens: spec.generated_tokens as u64,
+                plain_tps: plain.tokens_per_second(),
+                spec_tps: spec.tokens_per_second(),
+                speedup: spec.tokens_per_second() / plain.tokens_per_second().max(1e-12),
+                acceptance_rate: spec.acceptance_rate(),
+                mean_accepted_len: spec.mean_accepted_length(),
+                target_forwards_per_token: spec.target_forwards as f64
+                    / spec.generated_tokens.max(1) as f64,
+            };
+            eprintln!(
+                "[{backend} {} {name}: plain {:.2} tok/s, speculative {:.2} tok/s ({:.2}x), acceptance {:.2}]",
+                suite.name, row.plain_tps, row.spec_tps, row.speedup, row.acceptance_rate
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn add(total: &mut Stats, s: &Stats) {
+    total.prompt_tokens += s.prompt_tokens;
+    total.generated_tokens += s.generated_tokens;
+    total.target_forwards += s.target_forwards;
+    total.drafted += s.drafted;
+    total.accepted += s.accepted;
+    total.prefill_seconds += s.prefill_seconds;
+    total.decode_seconds += s.decode_seconds;
+    for d in &s.drafters {
+        match total.drafters.iter_mut().find(|t| t.name == d.name) {
+            Some(t) => {
+                t.steps += d.steps;
+                t.drafted += d.drafted;
+                t.accepted += d.accepted;
+                t.draft_seconds += d.draft_seconds;
+            }
+            None => total.drafters.push(d.clone()),
+        }
+    }
+}
+
+fn write_report(
+    model: &Path,
+    devices: &[String],
+    max_tokens: usize,
+    args: &SuiteArgs,
+    rows: &[BenchRow],
+) -> Result<()> {
+    std::fs::create_dir_all(&args.out)?;
+    let name = model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut md = format!(
+        "Model `{name}`, greedy, {max_tokens} tokens per prompt, up to {} prompts per suite; {}. Speculative output verified identical to plain output for every prompt.\n\n",
+        args.n,
+        devices.join("; ")
+    );
+    md.push_str(&summary_table(&kind_summary(rows)));
+    md.push('\n');
+    md.push_str(&markdown_table(rows));
+    std::fs::write(args.out.join("report.md"), &md)?;
+    std::fs::write(
+        args.out.join("rows.json"),
+        serde_json::to_string_pretty(rows)?,
+    )?;
+    plot_speedups(rows, &args.out.join("speedup.svg"))?;
+    print!("{md}");
+    eprintln!(
+        "[wrote {}/report.md, rows.json, speedup.svg]",
+        args.out.display()
+    );
+    Ok(())
+}
