@@ -125,7 +125,7 @@ pub fn depth<M: LanguageModel>(arg: &str, model: &mut M, speculating: bool) -> R
         if !speculating {
             return Ok(Depth::default());
         }
-        let cost = pollster::block_on(calibrate(model, 1)).context("calibrating the target")?;
+        let cost = pollster::block_on(calibrate(model, 3)).context("calibrating the target")?;
         return Ok(Depth::Adaptive(cost));
     }
     match arg.parse::<usize>() {

@@ -162,7 +162,7 @@ fn bench_backend<M: LanguageModel>(
     encoded: &[Vec<Vec<u32>>],
     max_tokens: usize,
 ) -> Result<Vec<BenchRow>> {
-    let cost = pollster::block_on(calibrate(m, 2))?;
+    let cost = pollster::block_on(calibrate(m, 3))?;
     let ratios: Vec<String> = cost.ratios().iter().map(|r| format!("{r:.2}")).collect();
     eprintln!(
         "[{backend}: verification cost for 1..16 rows relative to 1: {}]",

@@ -19,7 +19,7 @@ use runahead_speculate::{
 
 fn run(m: &mut GpuModel, d: Option<&mut dyn Drafter>, prompt: &[u32], depth: Depth) -> Generation {
     let opts = GenerateOptions {
-        max_tokens: 10,
+        max_tokens: 8,
         sampling: SamplingParams::greedy(),
         depth,
         ..GenerateOptions::default()
@@ -87,8 +87,12 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
                 .collect()
         };
         let plain = run(target, None, &prompt, Depth::default());
+        // Each prompt runs two of the four drafters (lavapipe is slow).
         for (k, d) in drafters.iter_mut().enumerate() {
-            let depth = if (i as usize / 2 + k) % 2 == 0 {
+            if (i as usize / 2 + k) % 2 == 1 {
+                continue;
+            }
+            let depth = if (i as usize / 4 + k / 2) % 2 == 0 {
                 Depth::Fixed(8)
             } else {
                 Depth::Adaptive(CostModel::linear(0.05))

@@ -95,34 +95,48 @@ impl CostModel {
     }
 }
 
-/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows on an empty cache
-/// (each the fastest of `repeats` runs, after a warm-up) and leaves the cache empty.
+/// Cache entries in front of the timed blocks: verification runs behind a prompt, not on an
+/// empty cache.
+const CALIBRATION_CONTEXT: usize = 64;
+
+/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short
+/// context (each the median of `repeats` runs, after a warm-up), and leaves the cache empty.
 pub async fn calibrate<M: LanguageModel>(
     model: &mut M,
     repeats: usize,
 ) -> Result<CostModel, ModelError> {
-    let vocab = model.config().vocab_size as u32;
-    let sizes = [1usize, 2, 4, 8, 16];
-    let mut samples = Vec::new();
-    model.truncate(0);
-    let tokens: Vec<u32> = (0..16u32).map(|i| (i * 7919 + 13) % vocab.max(1)).collect();
-    model
-        .forward_argmax(&Batch::causal(&tokens[..1], 0))
-        .await?;
-    model.truncate(0);
+    let vocab = model.config().vocab_size.max(1) as u32;
     let capacity = model.capacity();
-    for &rows in sizes.iter().filter(|&&r| r <= capacity) {
-        let mut best = f64::INFINITY;
+    let base = CALIBRATION_CONTEXT.min(capacity.saturating_sub(17));
+    let tokens: Vec<u32> = (0..base as u32 + 16)
+        .map(|i| (i * 7919 + 13) % vocab)
+        .collect();
+    model.truncate(0);
+    if base > 0 {
+        model
+            .forward_argmax(&Batch::causal(&tokens[..base], 0))
+            .await?;
+    }
+    let mut samples = Vec::new();
+    for &rows in [1usize, 2, 4, 8, 16]
+        .iter()
+        .filter(|&&r| base + r <= capacity)
+    {
+        let block = Batch::causal(&tokens[base..base + rows], base);
+        // Warm-up (first use of a block size may compile or allocate).
+        model.forward_argmax(&block).await?;
+        model.truncate(base);
+        let mut times = Vec::with_capacity(repeats.max(1));
         for _ in 0..repeats.max(1) {
             let start = Instant::now();
-            model
-                .forward_argmax(&Batch::causal(&tokens[..rows], 0))
-                .await?;
-            best = best.min(start.elapsed().as_secs_f64());
-            model.truncate(0);
+            model.forward_argmax(&block).await?;
+            times.push(start.elapsed().as_secs_f64());
+            model.truncate(base);
         }
-        samples.push((rows, best));
+        times.sort_by(f64::total_cmp);
+        samples.push((rows, times[times.len() / 2]));
     }
+    model.truncate(0);
     Ok(CostModel::from_samples(&samples))
 }
 
@@ -195,6 +209,10 @@ pub struct DepthController {
 /// can win back its place when the text changes.
 const RETRY_AFTER: usize = 16;
 
+/// Speculating must promise at least this much over plain decoding: timings are noisy, and a
+/// wrong bet costs more than a missed one.
+const MIN_GAIN: f64 = 1.1;
+
 impl DepthController {
     pub fn new(depth: Depth) -> Self {
         DepthController {
@@ -230,7 +248,7 @@ impl DepthController {
         let cal = self.by_source.entry(source).or_default();
         let per_node = cal.draft_seconds_per_node;
         let alpha = (alpha * cal.scale()).clamp(0.0, 0.99);
-        let mut best = (1.0 / cost.seconds(1), 0);
+        let mut best = (MIN_GAIN / cost.seconds(1), 0);
         let mut expected = 1.0;
         let mut p = 1.0;
         for k in 1..=max {
@@ -271,7 +289,7 @@ impl DepthController {
                     .iter_mut()
                     .for_each(|c| *c = (*c * scale).min(1.0));
                 let ranked = ranked_path_confidence(&scaled);
-                let mut best = (1.0 / cost.seconds(1), 0);
+                let mut best = (MIN_GAIN / cost.seconds(1), 0);
                 let mut expected = 1.0;
                 for (n, c) in ranked.iter().enumerate() {
                     expected += *c as f64;
