@@ -1,6 +1,6 @@
 //! WGSL sources (one file per op under `shaders/`) and compiled pipelines. Kernels that read
 //! quantized weights are specialized per block format by prepending the format's
-//! `load_unit` from `shaders/formats/`.
+//! decoder (`unit_head`, `quad`) from `shaders/formats/`.
 
 use std::collections::HashMap;
 
@@ -22,7 +22,7 @@ pub enum Op {
 
 const COMMON: &str = include_str!("../../../shaders/formats/common.wgsl");
 
-/// The `load_unit` source of a block format, or `None` when the GPU engine lacks it.
+/// The decoder source (`unit_head`, `quad`) of a block format, or `None` when the GPU engine lacks it.
 pub fn format_source(ty: GgmlType) -> Option<&'static str> {
     Some(match ty {
         GgmlType::F32 => include_str!("../../../shaders/formats/f32.wgsl"),
@@ -59,24 +59,66 @@ pub fn source(op: Op, format: Option<GgmlType>) -> String {
     }
 }
 
-/// Compiled pipelines, keyed by op and weight format; built at load, looked up per forward.
+/// Tokens per invocation the matmul kernel is compiled for (its `TILE` constant).
+pub const MATMUL_TILES: [u32; 3] = [1, 4, 8];
+
+/// The matmul variant (index into [`MATMUL_TILES`]) for a block of `m` tokens: each tile
+/// decodes the weights once, so fewer, wider tiles are cheaper, but a slot past the block is
+/// computed for nothing.
+pub fn matmul_variant(m: usize) -> usize {
+    match m {
+        0 | 1 => 0,
+        2..=4 => 1,
+        _ => 2,
+    }
+}
+
+/// Output rows per matmul invocation (the kernel's `ROWS`): each activation load then serves
+/// 8 rows, which is what sets the speed on CPU-emulated GPUs (see shaders/matmul.wgsl).
+pub const MATMUL_ROWS: u32 = 8;
+/// Invocations per matmul workgroup (`WG`): small, so that a 576-row matrix still makes enough
+/// workgroups to keep every CPU thread of an emulated GPU busy.
+pub const MATMUL_WG: u32 = 16;
+
+/// Workgroups of a matmul over `n` weight rows for `m` tokens: ROWS * WG rows per workgroup
+/// (x, then y past 65535 workgroups), one tile of tokens per z.
+pub fn matmul_grid(n: usize, m: usize) -> (u32, u32, u32) {
+    let groups = n.div_ceil((MATMUL_ROWS * MATMUL_WG) as usize);
+    let tile = MATMUL_TILES[matmul_variant(m)] as usize;
+    (
+        groups.min(65535) as u32,
+        groups.div_ceil(65535) as u32,
+        m.div_ceil(tile) as u32,
+    )
+}
+
+/// Compiled pipelines, keyed by op, weight format and variant (the matmul tile); built at load,
+/// looked up per forward.
 #[derive(Default)]
 pub struct Pipelines {
-    map: HashMap<(Op, Option<GgmlType>), wgpu::ComputePipeline>,
+    map: HashMap<(Op, Option<GgmlType>, usize), wgpu::ComputePipeline>,
 }
 
 impl Pipelines {
+    /// The pipeline of `op` (for the matmul, the [`MATMUL_TILES`] variant `variant`).
     pub fn get_or_create(
         &mut self,
         device: &wgpu::Device,
         op: Op,
         format: Option<GgmlType>,
+        variant: usize,
     ) -> &wgpu::ComputePipeline {
-        self.map.entry((op, format)).or_insert_with(|| {
+        self.map.entry((op, format, variant)).or_insert_with(|| {
             let label = format!(
                 "{op:?}{}",
                 format.map(|f| format!("_{f}")).unwrap_or_default()
             );
+            let tile = [
+                ("TILE", MATMUL_TILES[variant.min(2)] as f64),
+                ("ROWS", MATMUL_ROWS as f64),
+                ("WG", MATMUL_WG as f64),
+            ];
+            let constants: &[(&str, f64)] = if op == Op::Matmul { &tile } else { &[] };
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
                 source: wgpu::ShaderSource::Wgsl(source(op, format).into()),
@@ -86,7 +128,10 @@ impl Pipelines {
                 layout: None,
                 module: &module,
                 entry_point: Some("main"),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    ..Default::default()
+                },
                 cache: None,
             })
         })

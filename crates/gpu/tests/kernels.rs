@@ -50,7 +50,7 @@ fn matmul_gpu(
         Input::F32(x.to_vec()),
         Input::F32(y),
     ];
-    let grid = (rows.div_ceil(64) as u32, 1, m.div_ceil(8) as u32);
+    let grid = runahead_gpu::kernels::matmul_grid(rows, m);
     f32s(
         &block_on(run_kernel(
             &ctx(),

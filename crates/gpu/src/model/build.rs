@@ -10,7 +10,7 @@ use runahead_gguf::GgufFile;
 use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
-use crate::kernels::{params, Op, Pipelines};
+use crate::kernels::{params, Op, Pipelines, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
 
 struct Builder<'a> {
@@ -73,10 +73,11 @@ impl Builder<'_> {
         params: &[u32],
         grid: Grid,
     ) -> Dispatch {
-        let pipeline = self
-            .pipelines
-            .get_or_create(&self.ctx.device, op, format)
-            .clone();
+        let variants = if op == Op::Matmul {
+            MATMUL_TILES.len()
+        } else {
+            1
+        };
         let uniform = self.uniform(params);
         let mut all: Vec<&wgpu::Buffer> = buffers.to_vec();
         all.push(&uniform);
@@ -89,17 +90,29 @@ impl Builder<'_> {
                 resource: b.as_entire_binding(),
             })
             .collect();
-        let bind_group = self
-            .ctx
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&format!("{op:?}")),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            });
+        let variants = (0..variants)
+            .map(|v| {
+                let pipeline = self
+                    .pipelines
+                    .get_or_create(&self.ctx.device, op, format, v)
+                    .clone();
+                let bind_group = self
+                    .ctx
+                    .device
+                    .create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(&format!("{op:?}")),
+                        layout: &pipeline.get_bind_group_layout(0),
+                        entries: &entries,
+                    });
+                (pipeline, bind_group)
+            })
+            .collect();
         Dispatch {
-            pipeline,
-            bind_group,
+            label: format!(
+                "{op:?}{} {grid:?}",
+                format.map(|f| format!(" {f}")).unwrap_or_default()
+            ),
+            variants,
             grid,
         }
     }
@@ -159,6 +172,9 @@ impl Builder<'_> {
                 &p,
                 Grid::Matmul { n: piece.rows },
             );
+            if let Some(d) = self.dispatches.last_mut() {
+                d.label = format!("Matmul {} {}x{}", w.ty, piece.rows, w.cols);
+            }
         }
     }
 }
