@@ -41,7 +41,7 @@ struct Step {
 
 // Tokens per invocation: 1, 4 or 8.
 override TILE: u32 = 8u;
-// Output rows per invocation: 1, 2, 4 or 8; invocations per workgroup.
+// Output rows per invocation: 1, 2, 4, 8 or 16; invocations per workgroup.
 override ROWS: u32 = 8u;
 override WG: u32 = 16u;
 
@@ -153,6 +153,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     let r5 = min(o + 5u, last) * p.row_bytes;
     let r6 = min(o + 6u, last) * p.row_bytes;
     let r7 = min(o + 7u, last) * p.row_bytes;
+    let r8 = min(o + 8u, last) * p.row_bytes;
+    let r9 = min(o + 9u, last) * p.row_bytes;
+    let r10 = min(o + 10u, last) * p.row_bytes;
+    let r11 = min(o + 11u, last) * p.row_bytes;
+    let r12 = min(o + 12u, last) * p.row_bytes;
+    let r13 = min(o + 13u, last) * p.row_bytes;
+    let r14 = min(o + 14u, last) * p.row_bytes;
+    let r15 = min(o + 15u, last) * p.row_bytes;
     var a0: Acc;
     var a1: Acc;
     var a2: Acc;
@@ -161,6 +169,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     var a5: Acc;
     var a6: Acc;
     var a7: Acc;
+    var a8: Acc;
+    var a9: Acc;
+    var a10: Acc;
+    var a11: Acc;
+    var a12: Acc;
+    var a13: Acc;
+    var a14: Acc;
+    var a15: Acc;
     let units = p.k / 32u;
     for (var u = 0u; u < units; u++) {
         let h0 = unit_head(r0, u);
@@ -171,6 +187,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
         let h5 = unit_head(r5, u);
         let h6 = unit_head(r6, u);
         let h7 = unit_head(r7, u);
+        let h8 = unit_head(r8, u);
+        let h9 = unit_head(r9, u);
+        let h10 = unit_head(r10, u);
+        let h11 = unit_head(r11, u);
+        let h12 = unit_head(r12, u);
+        let h13 = unit_head(r13, u);
+        let h14 = unit_head(r14, u);
+        let h15 = unit_head(r15, u);
         for (var i = 0u; i < 8u; i += 2u) {
             let b = u * 8u + i;
             let lo = load_x4(t0, b);
@@ -192,6 +216,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
                 a6 = row_step(a6, h6, i, lo, hi);
                 a7 = row_step(a7, h7, i, lo, hi);
             }
+            if (ROWS >= 16u) {
+                a8 = row_step(a8, h8, i, lo, hi);
+                a9 = row_step(a9, h9, i, lo, hi);
+                a10 = row_step(a10, h10, i, lo, hi);
+                a11 = row_step(a11, h11, i, lo, hi);
+                a12 = row_step(a12, h12, i, lo, hi);
+                a13 = row_step(a13, h13, i, lo, hi);
+                a14 = row_step(a14, h14, i, lo, hi);
+                a15 = row_step(a15, h15, i, lo, hi);
+            }
         }
     }
     store_row(t0, o, a0);
@@ -207,5 +241,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
         store_row(t0, o + 5u, a5);
         store_row(t0, o + 6u, a6);
         store_row(t0, o + 7u, a7);
+    }
+    if (ROWS >= 16u) {
+        store_row(t0, o + 8u, a8);
+        store_row(t0, o + 9u, a9);
+        store_row(t0, o + 10u, a10);
+        store_row(t0, o + 11u, a11);
+        store_row(t0, o + 12u, a12);
+        store_row(t0, o + 13u, a13);
+        store_row(t0, o + 14u, a14);
+        store_row(t0, o + 15u, a15);
     }
 }

@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
-use runahead_model::{CpuModel, LanguageModel, Tokenizer};
+use runahead_model::{Batch, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{generate, GenerateOptions, SamplingParams, Stats};
 use serde_json::json;
 
@@ -36,6 +37,10 @@ pub struct BenchArgs {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also time one forward of a block of each of these sizes (comma-separated, e.g.
+    /// 1,2,4,8,16) after the first prompt, with logits for every row, as verification does.
+    #[arg(long, value_delimiter = ',')]
+    block_sizes: Vec<usize>,
 }
 
 struct Row {
@@ -43,6 +48,8 @@ struct Row {
     detail: String,
     totals: Stats,
     dispatches_per_forward: Option<usize>,
+    /// Milliseconds per forward of each of `--block-sizes`.
+    block_ms: Vec<f64>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -71,6 +78,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
+                        block_ms: block_times(&mut m, &prompts[0], &args.block_sizes)?,
                     },
                     out,
                 )
@@ -86,6 +94,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: ctx.adapter_info.clone(),
                         totals,
                         dispatches_per_forward: Some(d),
+                        block_ms: block_times(&mut m, &prompts[0], &args.block_sizes)?,
                     },
                     out,
                 )
@@ -147,6 +156,25 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "\nGreedy outputs identical across backends: {}",
         if same { "yes" } else { "no" }
     )?;
+    if !args.block_sizes.is_empty() {
+        writeln!(
+            md,
+            "\nOne forward of a block of m tokens after the first prompt (logits for every row), \
+             ms (best of {BLOCK_REPS}), and relative to m = {}:\n",
+            args.block_sizes[0]
+        )?;
+        let head: Vec<String> = args.block_sizes.iter().map(|m| format!("m={m}")).collect();
+        writeln!(md, "| backend | {} |", head.join(" | "))?;
+        writeln!(md, "| --- |{}", " ---: |".repeat(head.len()))?;
+        for r in &rows {
+            let cells: Vec<String> = r
+                .block_ms
+                .iter()
+                .map(|ms| format!("{ms:.1} ({:.2}x)", ms / r.block_ms[0]))
+                .collect();
+            writeln!(md, "| {} | {} |", r.backend, cells.join(" | "))?;
+        }
+    }
     print!("{md}");
     if let Some(path) = &args.json {
         let v = json!({
@@ -160,11 +188,40 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
+                "block_sizes": args.block_sizes, "block_ms": r.block_ms,
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
     }
     Ok(())
+}
+
+/// Timed forwards per block size (the best one counts: the machines are noisy).
+const BLOCK_REPS: usize = 3;
+
+/// Milliseconds per forward of a causal block of each size in `sizes`, after `prompt` is in
+/// the cache; the cache is truncated back after each forward.
+fn block_times<M: LanguageModel>(m: &mut M, prompt: &[u32], sizes: &[usize]) -> Result<Vec<f64>> {
+    if sizes.is_empty() {
+        return Ok(Vec::new());
+    }
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let mut out = Vec::new();
+    for &size in sizes {
+        // Tokens of the prompt, repeated: any valid ids do.
+        let block: Vec<u32> = prompt.iter().copied().cycle().take(size.max(1)).collect();
+        let mut best = f64::INFINITY;
+        for _ in 0..BLOCK_REPS {
+            let t = Instant::now();
+            pollster::block_on(m.forward(&Batch::causal(&block, base)))?;
+            best = best.min(t.elapsed().as_secs_f64() * 1e3);
+            m.truncate(base);
+        }
+        out.push(best);
+    }
+    Ok(out)
 }
 
 /// Runs every prompt (the first once more beforehand as a warm-up) and sums the stats.

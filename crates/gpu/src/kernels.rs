@@ -73,33 +73,64 @@ pub fn matmul_variant(m: usize) -> usize {
     }
 }
 
-/// Output rows per matmul invocation (the kernel's `ROWS`): each activation load then serves
-/// 8 rows, which is what sets the speed on CPU-emulated GPUs (see shaders/matmul.wgsl).
-pub const MATMUL_ROWS: u32 = 8;
-/// Invocations per matmul workgroup (`WG`): small, so that a 576-row matrix still makes enough
-/// workgroups to keep every CPU thread of an emulated GPU busy.
-pub const MATMUL_WG: u32 = 16;
+/// How the matmul splits work: output rows per invocation and invocations per workgroup (the
+/// kernel's `ROWS` and `WG` constants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulShape {
+    pub rows: u32,
+    pub wg: u32,
+}
 
-/// Workgroups of a matmul over `n` weight rows for `m` tokens: ROWS * WG rows per workgroup
-/// (x, then y past 65535 workgroups), one tile of tokens per z.
-pub fn matmul_grid(n: usize, m: usize) -> (u32, u32, u32) {
-    let groups = n.div_ceil((MATMUL_ROWS * MATMUL_WG) as usize);
-    let tile = MATMUL_TILES[matmul_variant(m)] as usize;
-    (
-        groups.min(65535) as u32,
-        groups.div_ceil(65535) as u32,
-        m.div_ceil(tile) as u32,
-    )
+impl MatmulShape {
+    /// For GPUs emulated on a CPU (lavapipe, SwiftShader), where every load is a loop over the
+    /// SIMD lanes and loads set the speed: one activation load serves 16 rows; small
+    /// workgroups keep every CPU thread busy on 576-row matrices.
+    pub const CPU: MatmulShape = MatmulShape { rows: 16, wg: 8 };
+    /// For real GPUs, which need many invocations in flight (not yet measured on one).
+    pub const GPU: MatmulShape = MatmulShape { rows: 2, wg: 64 };
+
+    /// [`Self::CPU`] for a CPU device or a known software rasterizer, else [`Self::GPU`].
+    pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
+        let text = format!("{} {} {}", info.name, info.driver, info.driver_info).to_lowercase();
+        if info.device_type == wgpu::DeviceType::Cpu
+            || ["llvmpipe", "lavapipe", "swiftshader"]
+                .iter()
+                .any(|s| text.contains(s))
+        {
+            Self::CPU
+        } else {
+            Self::GPU
+        }
+    }
+
+    /// Workgroups of a matmul over `n` weight rows for `m` tokens: rows * wg rows per
+    /// workgroup (x, then y past 65535 workgroups), one tile of tokens per z.
+    pub fn grid(self, n: usize, m: usize) -> (u32, u32, u32) {
+        let groups = n.div_ceil((self.rows * self.wg) as usize);
+        let tile = MATMUL_TILES[matmul_variant(m)] as usize;
+        (
+            groups.min(65535) as u32,
+            groups.div_ceil(65535) as u32,
+            m.div_ceil(tile) as u32,
+        )
+    }
 }
 
 /// Compiled pipelines, keyed by op, weight format and variant (the matmul tile); built at load,
 /// looked up per forward.
-#[derive(Default)]
 pub struct Pipelines {
+    shape: MatmulShape,
     map: HashMap<(Op, Option<GgmlType>, usize), wgpu::ComputePipeline>,
 }
 
 impl Pipelines {
+    pub fn new(shape: MatmulShape) -> Self {
+        Pipelines {
+            shape,
+            map: HashMap::new(),
+        }
+    }
+
     /// The pipeline of `op` (for the matmul, the [`MATMUL_TILES`] variant `variant`).
     pub fn get_or_create(
         &mut self,
@@ -108,6 +139,7 @@ impl Pipelines {
         format: Option<GgmlType>,
         variant: usize,
     ) -> &wgpu::ComputePipeline {
+        let shape = self.shape;
         self.map.entry((op, format, variant)).or_insert_with(|| {
             let label = format!(
                 "{op:?}{}",
@@ -115,8 +147,8 @@ impl Pipelines {
             );
             let tile = [
                 ("TILE", MATMUL_TILES[variant.min(2)] as f64),
-                ("ROWS", MATMUL_ROWS as f64),
-                ("WG", MATMUL_WG as f64),
+                ("ROWS", shape.rows as f64),
+                ("WG", shape.wg as f64),
             ];
             let constants: &[(&str, f64)] = if op == Op::Matmul { &tile } else { &[] };
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {

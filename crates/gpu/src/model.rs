@@ -28,9 +28,12 @@ pub const DEFAULT_CONTEXT: usize = 4096;
 /// How many workgroups a dispatch needs for a block of `m` tokens.
 #[derive(Clone, Copy, Debug)]
 enum Grid {
-    /// Matmul over `n` weight rows: 8 rows and a tile of tokens per invocation
-    /// ([`kernels::matmul_grid`]).
-    Matmul { n: usize },
+    /// Matmul over `n` weight rows: `shape.rows` rows and a tile of tokens per invocation
+    /// ([`kernels::MatmulShape::grid`]).
+    Matmul {
+        n: usize,
+        shape: kernels::MatmulShape,
+    },
     /// One workgroup per token.
     PerToken,
     /// One invocation per element, `per_token` elements per token, 64 per workgroup.
@@ -42,7 +45,7 @@ enum Grid {
 impl Grid {
     fn size(self, m: usize) -> (u32, u32, u32) {
         match self {
-            Grid::Matmul { n } => kernels::matmul_grid(n, m),
+            Grid::Matmul { n, shape } => shape.grid(n, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
             Grid::Attention { heads } => (heads as u32, m as u32, 1),

@@ -17,8 +17,8 @@ pub enum Input {
 
 /// Dispatches `op` once: bindings are `inputs` in order, then the op's uniform `params`, then
 /// the step uniform `{m, base}` (the engine's binding convention). The matmul runs the variant
-/// the engine uses for `m` tokens ([`crate::kernels::matmul_grid`] gives its workgroups). Returns the bytes of input
-/// `read` afterwards.
+/// the engine uses for `m` tokens, in the context's shape ([`GpuContext::matmul_shape`]; its
+/// `grid` gives the workgroups). Returns the bytes of input `read` afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_kernel(
     ctx: &GpuContext,
@@ -60,7 +60,7 @@ fn prepare(
     (m, base): (usize, usize),
 ) -> (wgpu::ComputePipeline, wgpu::BindGroup, Vec<wgpu::Buffer>) {
     let device = &ctx.device;
-    let mut pipelines = Pipelines::default();
+    let mut pipelines = Pipelines::new(ctx.matmul_shape);
     let variant = if op == Op::Matmul {
         crate::kernels::matmul_variant(m)
     } else {

@@ -58,11 +58,12 @@ fn smollm2_dispatch_profile() {
     }
 }
 
-/// The matmul alone at SmolLM2's sizes, per block size: ms per dispatch.
+/// The matmul alone at SmolLM2's sizes, per block size: CPU ms per dispatch (PROFILE_REPS,
+/// PROFILE_FORMATS=Q4_1,Q8_0, PROFILE_SHAPE=rows,wg).
 #[test]
 #[ignore = "timing; run with --ignored --nocapture"]
 fn matmul_kernel_times() {
-    use runahead_gpu::kernels::{matmul_grid, Op};
+    use runahead_gpu::kernels::{MatmulShape, Op};
     use runahead_gpu::testing::{time_kernel, Input};
     use runahead_model::testing::{random_blocks, TestRng};
     let mut rng = TestRng::new(1);
@@ -71,7 +72,16 @@ fn matmul_kernel_times() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     let formats = std::env::var("PROFILE_FORMATS").unwrap_or("Q4_1".into());
-    println!("| matmul | m=1 | m=2 | m=4 | m=8 | m=16 | (ms per dispatch)");
+    // PROFILE_SHAPE=rows,wg tries another matmul work split.
+    let mut ctx = ctx();
+    if let Ok(shape) = std::env::var("PROFILE_SHAPE") {
+        let v: Vec<u32> = shape.split(',').map(|s| s.parse().unwrap()).collect();
+        ctx.matmul_shape = MatmulShape {
+            rows: v[0],
+            wg: v[1],
+        };
+    }
+    println!("| matmul | m=1 | m=2 | m=4 | m=8 | m=16 | (CPU ms per dispatch, all threads)");
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for ty in
         runahead_gguf::GgmlType::all().filter(|t| formats.split(',').any(|f| f == t.to_string()))
@@ -87,21 +97,39 @@ fn matmul_kernel_times() {
                     Input::F32(vec![0.0; m * rows]),
                 ];
                 let p = [cols as u32, rows as u32, row_bytes, 0, rows as u32, 0];
-                let r = if rows > 10000 { 1 } else { reps };
-                let s = time_kernel(
-                    &ctx(),
+                let r = if rows > 10000 {
+                    reps.div_ceil(10)
+                } else {
+                    reps
+                };
+                let c0 = cpu_seconds();
+                time_kernel(
+                    &ctx,
                     Op::Matmul,
                     Some(ty),
                     &inputs,
                     &p,
                     (m, 0),
-                    matmul_grid(rows, m),
+                    ctx.matmul_shape.grid(rows, m),
                     r,
                 )
                 .unwrap();
+                // time_kernel runs r + 1 dispatches (one warm-up).
+                let s = (cpu_seconds() - c0) / (r + 1) as f64;
                 line += &format!(" {:.2} |", s * 1e3);
             }
             println!("{line}");
         }
     }
+}
+
+/// CPU time of this process, all threads (user + system), from /proc: unlike wall time it
+/// hardly depends on what else the (shared, 2-core) machine runs; 10 ms resolution.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which is in parentheses): utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }

@@ -170,7 +170,10 @@ impl Builder<'_> {
                 Some(w.ty),
                 &[&piece.buffer, x, y],
                 &p,
-                Grid::Matmul { n: piece.rows },
+                Grid::Matmul {
+                    n: piece.rows,
+                    shape: self.ctx.matmul_shape,
+                },
             );
             if let Some(d) = self.dispatches.last_mut() {
                 d.label = format!("Matmul {} {}x{}", w.ty, piece.rows, w.cols);
@@ -247,7 +250,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     });
     let mut b = Builder {
         ctx,
-        pipelines: Pipelines::default(),
+        pipelines: Pipelines::new(ctx.matmul_shape),
         dispatches: Vec::new(),
         step,
     };
