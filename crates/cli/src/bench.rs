@@ -41,6 +41,9 @@ pub struct BenchArgs {
     /// 1,2,4,8,16) after the first prompt, with logits for every row, as verification does.
     #[arg(long, value_delimiter = ',')]
     block_sizes: Vec<usize>,
+    /// Timed forwards per block size (the best counts: these machines are noisy).
+    #[arg(long, default_value_t = 3)]
+    block_reps: usize,
 }
 
 struct Row {
@@ -78,7 +81,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
-                        block_ms: block_times(&mut m, &prompts[0], &args.block_sizes)?,
+                        block_ms: block_times(
+                            &mut m,
+                            &prompts[0],
+                            &args.block_sizes,
+                            args.block_reps,
+                        )?,
                     },
                     out,
                 )
@@ -94,7 +102,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: ctx.adapter_info.clone(),
                         totals,
                         dispatches_per_forward: Some(d),
-                        block_ms: block_times(&mut m, &prompts[0], &args.block_sizes)?,
+                        block_ms: block_times(
+                            &mut m,
+                            &prompts[0],
+                            &args.block_sizes,
+                            args.block_reps,
+                        )?,
                     },
                     out,
                 )
@@ -160,7 +173,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         writeln!(
             md,
             "\nOne forward of a block of m tokens after the first prompt (logits for every row), \
-             ms (best of {BLOCK_REPS}), and relative to m = {}:\n",
+             ms (best of {}), and relative to m = {}:\n",
+            args.block_reps.max(1),
             args.block_sizes[0]
         )?;
         let head: Vec<String> = args.block_sizes.iter().map(|m| format!("m={m}")).collect();
@@ -196,12 +210,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Timed forwards per block size (the best one counts: the machines are noisy).
-const BLOCK_REPS: usize = 3;
-
 /// Milliseconds per forward of a causal block of each size in `sizes`, after `prompt` is in
 /// the cache; the cache is truncated back after each forward.
-fn block_times<M: LanguageModel>(m: &mut M, prompt: &[u32], sizes: &[usize]) -> Result<Vec<f64>> {
+fn block_times<M: LanguageModel>(
+    m: &mut M,
+    prompt: &[u32],
+    sizes: &[usize],
+    reps: usize,
+) -> Result<Vec<f64>> {
     if sizes.is_empty() {
         return Ok(Vec::new());
     }
@@ -213,7 +229,7 @@ fn block_times<M: LanguageModel>(m: &mut M, prompt: &[u32], sizes: &[usize]) -> 
         // Tokens of the prompt, repeated: any valid ids do.
         let block: Vec<u32> = prompt.iter().copied().cycle().take(size.max(1)).collect();
         let mut best = f64::INFINITY;
-        for _ in 0..BLOCK_REPS {
+        for _ in 0..reps.max(1) {
             let t = Instant::now();
             pollster::block_on(m.forward(&Batch::causal(&block, base)))?;
             best = best.min(t.elapsed().as_secs_f64() * 1e3);

@@ -116,7 +116,23 @@ impl MatmulShape {
     }
 }
 
-/// Compiled pipelines, keyed by op, weight format and variant (the matmul tile); built at load,
+/// Workgroups of the attention kernel for `heads` query heads and `m` tokens: one invocation
+/// per (token, head), 4 per workgroup.
+pub fn attention_grid(heads: usize, m: usize) -> (u32, u32, u32) {
+    ((heads * m).div_ceil(4) as u32, 1, 1)
+}
+
+/// The pipeline variant `op` runs with uniform parameters `params` for a block of `m` tokens:
+/// the matmul's index into [`MATMUL_TILES`], the attention's head dimension (its `HD`).
+pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
+    match op {
+        Op::Matmul => matmul_variant(m),
+        Op::Attention => params.get(2).copied().unwrap_or(0) as usize,
+        _ => 0,
+    }
+}
+
+/// Compiled pipelines, keyed by op, weight format and variant (see [`variant`]); built at load,
 /// looked up per forward.
 pub struct Pipelines {
     shape: MatmulShape,
@@ -131,7 +147,7 @@ impl Pipelines {
         }
     }
 
-    /// The pipeline of `op` (for the matmul, the [`MATMUL_TILES`] variant `variant`).
+    /// The pipeline of `op` in `variant` (see [`variant`]).
     pub fn get_or_create(
         &mut self,
         device: &wgpu::Device,
@@ -150,7 +166,12 @@ impl Pipelines {
                 ("ROWS", shape.rows as f64),
                 ("WG", shape.wg as f64),
             ];
-            let constants: &[(&str, f64)] = if op == Op::Matmul { &tile } else { &[] };
+            let head_dim = [("HD", variant as f64)];
+            let constants: &[(&str, f64)] = match op {
+                Op::Matmul => &tile,
+                Op::Attention => &head_dim,
+                _ => &[],
+            };
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
                 source: wgpu::ShaderSource::Wgsl(source(op, format).into()),

@@ -38,7 +38,7 @@ enum Grid {
     PerToken,
     /// One invocation per element, `per_token` elements per token, 64 per workgroup.
     Elements { per_token: usize },
-    /// One workgroup per (head, token).
+    /// One invocation per (head, token) ([`kernels::attention_grid`]).
     Attention { heads: usize },
 }
 
@@ -48,11 +48,11 @@ impl Grid {
             Grid::Matmul { n, shape } => shape.grid(n, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
-            Grid::Attention { heads } => (heads as u32, m as u32, 1),
+            Grid::Attention { heads } => kernels::attention_grid(heads, m),
         }
     }
 
-    /// Which of a dispatch's pipeline variants a block of `m` tokens runs.
+    /// Which of a dispatch's pipelines (see `Builder::make`) a block of `m` tokens runs.
     fn variant(self, m: usize) -> usize {
         match self {
             Grid::Matmul { .. } => kernels::matmul_variant(m),

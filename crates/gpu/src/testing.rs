@@ -61,11 +61,7 @@ fn prepare(
 ) -> (wgpu::ComputePipeline, wgpu::BindGroup, Vec<wgpu::Buffer>) {
     let device = &ctx.device;
     let mut pipelines = Pipelines::new(ctx.matmul_shape);
-    let variant = if op == Op::Matmul {
-        crate::kernels::matmul_variant(m)
-    } else {
-        0
-    };
+    let variant = crate::kernels::variant(op, op_params, m);
     let pipeline = pipelines.get_or_create(device, op, format, variant).clone();
     let init = |contents: &[u8], usage| {
         device.create_buffer_init(&wgpu::util::BufferInitDescriptor {

@@ -414,7 +414,7 @@ fn attention_causal_and_tree() {
                 &inputs,
                 &p,
                 (m, base),
-                (n_heads as u32, m as u32, 1),
+                runahead_gpu::kernels::attention_grid(n_heads, m),
                 4,
             ))
             .unwrap(),
