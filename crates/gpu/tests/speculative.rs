@@ -89,10 +89,10 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
         let plain = run(target, None, &prompt, Depth::default());
         // Each prompt runs two of the four drafters (lavapipe is slow).
         for (k, d) in drafters.iter_mut().enumerate() {
-            if (i as usize / 2 + k) % 2 == 1 {
+            if !(i as usize / 2 + k).is_multiple_of(2) {
                 continue;
             }
-            let depth = if (i as usize / 4 + k / 2) % 2 == 0 {
+            let depth = if (i as usize / 4 + k / 2).is_multiple_of(2) {
                 Depth::Fixed(8)
             } else {
                 Depth::Adaptive(CostModel::linear(0.05))
