@@ -189,9 +189,24 @@ fn bad_input_gets_clear_errors() {
     );
     fails_with(
         &[
-            "generate", "--model", &m, "--prompt", "x", "--draft", "suffix",
+            "generate", "--model", &m, "--prompt", "x", "--draft", "medusa",
         ],
-        "--draft",
+        "--draft medusa",
+    );
+    // A draft model whose tokenizer differs from the target's is refused before any weights load.
+    let qwen = root().join("models/Qwen2.5-Coder-0.5B-Instruct.gguf");
+    let qwen = qwen.to_string_lossy();
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "x",
+            "--draft",
+            &format!("model:{qwen}"),
+        ],
+        "cannot draft for this target",
     );
 
     let dir = std::env::temp_dir().join(format!("runahead-cli-test-{}", std::process::id()));
