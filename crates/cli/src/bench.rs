@@ -211,12 +211,7 @@ fn measure<M: LanguageModel>(
             |_| false,
             |_, _| ControlFlow::Continue(()),
         ))?;
-        let s = &g.stats;
-        total.prompt_tokens += s.prompt_tokens;
-        total.generated_tokens += s.generated_tokens;
-        total.target_forwards += s.target_forwards;
-        total.prefill_seconds += s.prefill_seconds;
-        total.decode_seconds += s.decode_seconds;
+        total.add(&g.stats);
         outputs.push(g.tokens);
     }
     Ok((total, outputs))

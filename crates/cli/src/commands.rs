@@ -123,8 +123,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
         let source = meta
             .str("tokenizer.chat_template")
             .context("--chat: the model has no chat template (tokenizer.chat_template)")?;
-        let special = |id: Option<u32>| id.map(|i| tok.token_text(i)).unwrap_or_default();
-        let template = ChatTemplate::new(source, &special(tok.bos), &special(tok.eos))?;
+        let template = ChatTemplate::for_tokenizer(source, &tok)?;
         template.render(&[ChatMessage::new("user", &args.prompt)], true)?
     } else {
         args.prompt.clone()

@@ -83,14 +83,7 @@ pub fn run(
     let file = GgufFile::open(model).with_context(|| format!("cannot load {}", model.display()))?;
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
     let template = match file.header.metadata.str("tokenizer.chat_template") {
-        Ok(src) => {
-            let special = |id: Option<u32>| id.map(|i| tok.token_text(i)).unwrap_or_default();
-            Some(ChatTemplate::new(
-                src,
-                &special(tok.bos),
-                &special(tok.eos),
-            )?)
-        }
+        Ok(src) => Some(ChatTemplate::for_tokenizer(src, &tok)?),
         Err(_) => None,
     };
     let mut encoded = Vec::new();
@@ -192,7 +185,7 @@ fn bench_backend<M: LanguageModel>(
                 |_| false,
                 |_, _| ControlFlow::Continue(()),
             ))?;
-            add(&mut plain, &g.stats);
+            plain.add(&g.stats);
             plain_out.push(g.tokens);
         }
         for (name, drafter) in drafters.iter_mut() {
@@ -215,7 +208,7 @@ fn bench_backend<M: LanguageModel>(
                         suite.name
                     );
                 }
-                add(&mut spec, &g.stats);
+                spec.add(&g.stats);
             }
             let row = BenchRow {
                 suite: suite.name.clone(),
@@ -240,27 +233,6 @@ fn bench_backend<M: LanguageModel>(
         }
     }
     Ok(rows)
-}
-
-fn add(total: &mut Stats, s: &Stats) {
-    total.prompt_tokens += s.prompt_tokens;
-    total.generated_tokens += s.generated_tokens;
-    total.target_forwards += s.target_forwards;
-    total.drafted += s.drafted;
-    total.accepted += s.accepted;
-    total.prefill_seconds += s.prefill_seconds;
-    total.decode_seconds += s.decode_seconds;
-    for d in &s.drafters {
-        match total.drafters.iter_mut().find(|t| t.name == d.name) {
-            Some(t) => {
-                t.steps += d.steps;
-                t.drafted += d.drafted;
-                t.accepted += d.accepted;
-                t.draft_seconds += d.draft_seconds;
-            }
-            None => total.drafters.push(d.clone()),
-        }
-    }
 }
 
 fn write_report(

@@ -30,6 +30,12 @@ pub struct ChatTemplate {
 }
 
 impl ChatTemplate {
+    /// Compiles `source` with the tokenizer's BOS and EOS texts as `bos_token`/`eos_token`.
+    pub fn for_tokenizer(source: &str, tokenizer: &crate::Tokenizer) -> Result<Self> {
+        let special = |id: Option<u32>| id.map(|i| tokenizer.token_text(i)).unwrap_or_default();
+        ChatTemplate::new(source, &special(tokenizer.bos), &special(tokenizer.eos))
+    }
+
     /// Compiles `source`; `bos`/`eos` are the texts templates see as `bos_token`/`eos_token`.
     pub fn new(source: &str, bos: &str, eos: &str) -> Result<Self> {
         let mut env = Environment::new();

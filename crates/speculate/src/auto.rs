@@ -4,7 +4,7 @@
 use runahead_model::ModelError;
 use web_time::Instant;
 
-use crate::depth::CostModel;
+use crate::depth::{running_average, CostModel};
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter, LocalFuture};
 use crate::suffix::SuffixDrafter;
@@ -21,8 +21,6 @@ pub struct AutoDrafter {
     model_alpha: f64,
     /// Seconds per token the model takes to draft (running average).
     model_seconds_per_token: f64,
-    /// The drafter of the last proposal (its `observe` gets the outcome).
-    last: &'static str,
 }
 
 impl AutoDrafter {
@@ -32,7 +30,6 @@ impl AutoDrafter {
             model,
             model_alpha: 0.7,
             model_seconds_per_token: 0.0,
-            last: "suffix",
         }
     }
 
@@ -53,22 +50,18 @@ impl AutoDrafter {
 
     async fn choose(&mut self, request: DraftRequest<'_>) -> Result<Draft, ModelError> {
         let lookup = self.suffix.draft(request.context, request.max_nodes);
-        if self.model.is_none() {
-            self.last = "suffix";
-            return Ok(lookup);
-        }
         let flat = CostModel::flat();
         let cost = request.cost.unwrap_or(&flat);
         let expected: f32 = lookup.path_confidence().iter().sum();
         let lookup_rate = (1.0 + expected as f64) / cost.seconds(lookup.len() + 1);
         let (model_rate, k) = self.model_rate(cost, request.max_nodes);
+        let Some(model) = self.model.as_mut() else {
+            return Ok(lookup);
+        };
         if !lookup.is_empty() && lookup_rate >= model_rate {
-            self.last = "suffix";
             return Ok(lookup);
         }
-        self.last = "model";
         let start = Instant::now();
-        let model = self.model.as_mut().expect("checked above");
         let draft = model
             .propose(DraftRequest {
                 max_nodes: k,
@@ -77,11 +70,7 @@ impl AutoDrafter {
             .await?;
         if !draft.is_empty() {
             let per = start.elapsed().as_secs_f64() / draft.len() as f64;
-            self.model_seconds_per_token = if self.model_seconds_per_token == 0.0 {
-                per
-            } else {
-                0.8 * self.model_seconds_per_token + 0.2 * per
-            };
+            self.model_seconds_per_token = running_average(self.model_seconds_per_token, per);
         }
         Ok(draft)
     }

@@ -140,6 +140,15 @@ pub async fn calibrate<M: LanguageModel>(
     Ok(CostModel::from_samples(&samples))
 }
 
+/// Exponential moving average of a time that is 0 until first measured.
+pub(crate) fn running_average(average: f64, sample: f64) -> f64 {
+    if average == 0.0 {
+        sample
+    } else {
+        0.8 * average + 0.2 * sample
+    }
+}
+
 /// How deep to speculate.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Depth {
@@ -183,11 +192,18 @@ impl Calibration {
     }
 }
 
+/// A step's choice: verify the `keep` best nodes, expecting `expected` of them accepted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Plan {
+    pub keep: usize,
+    pub expected: f64,
+}
+
 /// What one step's outcome tells the controller.
 #[derive(Clone, Copy, Debug)]
 pub struct StepRecord {
     pub source: &'static str,
-    /// Expected accepted nodes, from [`DepthController::prune`].
+    /// Expected accepted nodes, from [`DepthController::plan`].
     pub expected: f64,
     pub accepted: usize,
     /// Nodes proposed, in `draft_seconds` of drafting.
@@ -229,7 +245,7 @@ impl DepthController {
     }
 
     /// Most nodes to ask the drafter for. Model-free drafters are asked for everything (the
-    /// lookup is free; [`DepthController::prune`] decides); a model drafter is asked for the
+    /// lookup is free; [`DepthController::plan`] decides); a model drafter is asked for the
     /// depth that maximizes expected tokens per second given its running acceptance `alpha`.
     pub fn budget(
         &mut self,
@@ -271,38 +287,35 @@ impl DepthController {
         best.1
     }
 
-    /// Trims `draft` to the nodes worth verifying. Returns the draft's expected accepted
-    /// length after trimming (under the calibrated confidences).
-    pub fn prune(&self, draft: &mut Draft) -> f64 {
-        let scale = self
-            .by_source
-            .get(draft.source)
-            .map_or(1.0, Calibration::scale) as f32;
-        match &self.depth {
-            Depth::Fixed(n) => {
-                draft.truncate_to_best(*n);
-            }
+    /// How many of `draft`'s best nodes to verify (by path confidence, as
+    /// [`Draft::truncate_to_best`] keeps them), and how many of those the drafter's own
+    /// confidences expect to be accepted (uncalibrated: what [`DepthController::record`]
+    /// compares the outcome with).
+    pub fn plan(&self, draft: &Draft) -> Plan {
+        let ranked = ranked_path_confidence(draft);
+        let keep = match &self.depth {
+            Depth::Fixed(n) => (*n).min(ranked.len()),
             Depth::Adaptive(cost) => {
-                let mut scaled = draft.clone();
-                scaled
-                    .confidence
-                    .iter_mut()
-                    .for_each(|c| *c = (*c * scale).min(1.0));
-                let ranked = ranked_path_confidence(&scaled);
+                let scale = self
+                    .by_source
+                    .get(draft.source)
+                    .map_or(1.0, Calibration::scale);
                 let mut best = (MIN_GAIN / cost.seconds(1), 0);
                 let mut expected = 1.0;
-                for (n, c) in ranked.iter().enumerate() {
-                    expected += *c as f64;
+                for (n, &c) in ranked.iter().enumerate() {
+                    expected += (c as f64 * scale).min(1.0);
                     let rate = expected / cost.seconds(n + 2);
                     if rate > best.0 * 1.0001 {
                         best = (rate, n + 1);
                     }
                 }
-                draft.truncate_to_best(best.1);
+                best.1
             }
+        };
+        Plan {
+            keep,
+            expected: ranked[..keep].iter().map(|&c| c as f64).sum(),
         }
-        let path: f32 = draft.path_confidence().iter().sum();
-        (path * scale) as f64
     }
 
     /// Records a verified step.
@@ -323,11 +336,7 @@ impl DepthController {
         }
         if proposed > 0 && draft_seconds > 0.0 {
             let per = draft_seconds / proposed as f64;
-            cal.draft_seconds_per_node = if cal.draft_seconds_per_node == 0.0 {
-                per
-            } else {
-                0.8 * cal.draft_seconds_per_node + 0.2 * per
-            };
+            cal.draft_seconds_per_node = running_average(cal.draft_seconds_per_node, per);
         }
         if let Depth::Adaptive(cost) = &mut self.depth {
             cost.observe(verify_rows, verify_seconds);
@@ -367,6 +376,13 @@ mod tests {
         }
     }
 
+    /// Applies the controller's plan to `draft`; returns its expected accepted nodes.
+    fn prune(c: &DepthController, draft: &mut Draft) -> f64 {
+        let plan = c.plan(draft);
+        draft.truncate_to_best(plan.keep);
+        plan.expected
+    }
+
     fn chain(conf: f32, n: usize) -> Draft {
         Draft::chain("test", &vec![1; n], conf)
     }
@@ -375,14 +391,14 @@ mod tests {
     fn cheap_verification_keeps_long_drafts_and_expensive_keeps_none() {
         let flat = DepthController::new(Depth::Adaptive(CostModel::linear(0.02)));
         let mut d = chain(0.9, 12);
-        flat.prune(&mut d);
+        prune(&flat, &mut d);
         assert!(
             d.len() >= 8,
             "near-free verification: keep most of a confident draft ({})",
             d.len()
         );
         let mut d = chain(0.3, 12);
-        flat.prune(&mut d);
+        prune(&flat, &mut d);
         assert!(
             (1..=3).contains(&d.len()),
             "an unlikely draft stays short ({})",
@@ -392,24 +408,38 @@ mod tests {
         // Cost linear in the rows (a CPU): a node must be near certain to pay for itself.
         let cpu = DepthController::new(Depth::Adaptive(CostModel::linear(1.0)));
         let mut d = chain(0.6, 12);
-        cpu.prune(&mut d);
+        prune(&cpu, &mut d);
         assert!(d.is_empty(), "speculation switches off when it cannot pay");
         let fixed = DepthController::new(Depth::Fixed(5));
         let mut d = chain(0.01, 12);
-        fixed.prune(&mut d);
+        prune(&fixed, &mut d);
         assert_eq!(d.len(), 5);
     }
 
     #[test]
     fn calibration_discounts_an_overconfident_drafter() {
-        let mut c = DepthController::new(Depth::Adaptive(CostModel::linear(0.1)));
+        let mut c = DepthController::new(Depth::Adaptive(CostModel::linear(0.3)));
         let mut d = chain(0.9, 10);
-        let before = c.prune(&mut d.clone());
+        let before = prune(&c, &mut d.clone());
         for _ in 0..40 {
             c.record(step("test", 5.0, 0, 10, 0.0));
         }
-        let after = c.prune(&mut d);
+        let after = prune(&c, &mut d);
         assert!(after < before / 2.0, "{after} vs {before}");
+    }
+
+    #[test]
+    fn plans_report_uncalibrated_expectations() {
+        // Calibration must compare outcomes with the drafter's own estimate: an estimate that
+        // already includes the correction would make the correction converge to its root.
+        let mut c = DepthController::new(Depth::Fixed(3));
+        for _ in 0..60 {
+            c.record(step("test", 4.0, 1, 4, 0.0));
+        }
+        assert!((c.by_source["test"].scale() - 0.25).abs() < 0.01);
+        let plan = c.plan(&chain(0.5, 5));
+        assert_eq!(plan.keep, 3);
+        assert!((plan.expected - 0.875).abs() < 1e-6, "{}", plan.expected);
     }
 
     #[test]
@@ -429,7 +459,7 @@ mod tests {
         assert_eq!(
             c.budget("ngram", false, 0.0, 15),
             15,
-            "lookups are free: prune decides"
+            "lookups are free: the plan decides"
         );
     }
 }

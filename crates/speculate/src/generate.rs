@@ -135,6 +135,24 @@ impl Stats {
         ratio(self.accepted, steps)
     }
 
+    /// Adds another generation's counts and timings (totals over a benchmark suite).
+    pub fn add(&mut self, other: &Stats) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.generated_tokens += other.generated_tokens;
+        self.target_forwards += other.target_forwards;
+        self.drafted += other.drafted;
+        self.accepted += other.accepted;
+        self.prefill_seconds += other.prefill_seconds;
+        self.decode_seconds += other.decode_seconds;
+        for d in &other.drafters {
+            let total = self.drafter(d.name);
+            total.steps += d.steps;
+            total.drafted += d.drafted;
+            total.accepted += d.accepted;
+            total.draft_seconds += d.draft_seconds;
+        }
+    }
+
     fn drafter(&mut self, name: &'static str) -> &mut DrafterStats {
         if let Some(i) = self.drafters.iter().position(|d| d.name == name) {
             return &mut self.drafters[i];
@@ -290,7 +308,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         keep_path(model, base, &draft, &verdict.path)?;
 
         if let Some(d) = drafter.as_deref_mut() {
-            if !draft.is_empty() {
+            let (expected, accepted) = if !draft.is_empty() {
                 d.observe(&draft, &verdict.path);
                 let s = stats.drafter(draft.source);
                 s.steps += 1;
@@ -298,20 +316,27 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
                 s.accepted += verdict.path.len();
                 stats.drafted += draft.len();
                 stats.accepted += verdict.path.len();
-            } else if let Some(shadow) = &shadow {
-                // Not verified, but a model-free draft's first tokens can still be judged
-                // against what the target emitted, so its confidence can recover.
+                (expected, verdict.path.len())
+            } else if let Some(mut shadow) = shadow {
+                // Not verified, but the draft's first tokens can still be judged against the
+                // token the target emitted, so the drafter and its calibration can recover.
+                let depths = shadow.depths();
+                shadow.retain(&depths.iter().map(|&d| d == 1).collect::<Vec<_>>());
                 let path: Vec<usize> = shadow
                     .children(None)
                     .find(|&c| shadow.tokens[c] == verdict.next)
                     .into_iter()
                     .collect();
-                d.observe(shadow, &path);
-            }
+                d.observe(&shadow, &path);
+                let expected: f32 = shadow.confidence.iter().sum();
+                (expected as f64, path.len())
+            } else {
+                (0.0, 0)
+            };
             depth.record(StepRecord {
                 source: draft.source,
                 expected,
-                accepted: verdict.path.len(),
+                accepted,
                 proposed,
                 draft_seconds,
                 verify_rows: draft.len() + 1,
@@ -382,27 +407,31 @@ async fn propose<D: Drafter + ?Sized>(
     if budget == 0 {
         return Ok(Proposal::none());
     }
-    let cost = depth.cost().cloned();
     let start = Instant::now();
     let mut draft = drafter
         .propose(DraftRequest {
             context: history,
             max_nodes: budget,
             sampling,
-            cost: cost.as_ref(),
+            cost: depth.cost(),
         })
         .await?;
     let seconds = start.elapsed().as_secs_f64();
     stats.drafter(draft.source).draft_seconds += seconds;
     draft.truncate_to_best(room);
     let proposed = draft.len();
-    let full = draft.clone();
-    let expected = depth.prune(&mut draft);
-    let shadow = (draft.is_empty() && !full.is_empty()).then_some(full);
+    let plan = depth.plan(&draft);
+    let shadow = if plan.keep == 0 && !draft.is_empty() {
+        let empty = Draft::empty(draft.source);
+        Some(std::mem::replace(&mut draft, empty))
+    } else {
+        draft.truncate_to_best(plan.keep);
+        None
+    };
     Ok(Proposal {
         draft,
         proposed,
-        expected,
+        expected: plan.expected,
         shadow,
         draft_seconds: seconds,
     })
@@ -437,4 +466,42 @@ fn keep_path<M: LanguageModel>(
     debug_assert!(keep.windows(2).all(|w| w[0] < w[1]) && keep.len() <= draft.len() + 1);
     model.compact(base, &keep)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_add_sums_counts_and_merges_drafters_by_name() {
+        let one = |name, drafted, accepted| Stats {
+            generated_tokens: 10,
+            target_forwards: 4,
+            drafted,
+            accepted,
+            decode_seconds: 1.0,
+            drafters: vec![DrafterStats {
+                name,
+                steps: 3,
+                drafted,
+                accepted,
+                draft_seconds: 0.5,
+            }],
+            ..Stats::default()
+        };
+        let mut total = Stats::default();
+        total.add(&one("suffix", 6, 4));
+        total.add(&one("model", 5, 1));
+        total.add(&one("suffix", 2, 2));
+        assert_eq!((total.generated_tokens, total.target_forwards), (30, 12));
+        assert_eq!((total.drafted, total.accepted), (13, 7));
+        assert_eq!(total.drafters.len(), 2);
+        let suffix = &total.drafters[0];
+        assert_eq!(
+            (suffix.name, suffix.steps, suffix.drafted, suffix.accepted),
+            ("suffix", 6, 8, 6)
+        );
+        assert_eq!(total.tokens_per_second(), 10.0);
+        assert!((total.mean_accepted_length() - 7.0 / 9.0).abs() < 1e-12);
+    }
 }

@@ -13,7 +13,7 @@ mod suffix;
 mod verify;
 
 pub use auto::AutoDrafter;
-pub use depth::{calibrate, CostModel, Depth, DepthController, StepRecord};
+pub use depth::{calibrate, CostModel, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
