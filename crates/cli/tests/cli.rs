@@ -232,3 +232,109 @@ fn bad_input_gets_clear_errors() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn speculative_generate_reports_provenance_and_matches_plain() {
+    let m = model();
+    let prompt = "Repeat: one two three four five six seven. Again: one two three four";
+    let run = |draft: &str, depth: &str| {
+        let o = runahead(&[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            prompt,
+            "--max-tokens",
+            "10",
+            "--json",
+            "--draft",
+            draft,
+            "--depth",
+            depth,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str::<Value>(stdout(&o).trim()).unwrap()
+    };
+    let plain = run("none", "auto");
+    for (draft, depth) in [("suffix", "auto"), ("ngram", "4"), ("auto", "auto")] {
+        let v = run(draft, depth);
+        assert_eq!(
+            v["tokens"], plain["tokens"],
+            "--draft {draft} --depth {depth}"
+        );
+        let s = &v["stats"];
+        let provenance = v["provenance"].as_array().unwrap();
+        assert_eq!(provenance.len(), v["tokens"].as_array().unwrap().len());
+        let from_draft = provenance.iter().filter(|p| *p == "draft").count();
+        assert_eq!(Some(from_draft as u64), s["accepted"].as_u64());
+        assert!(s["acceptance_rate"].is_number() && s["target_forwards_per_token"].is_number());
+        let drafted: u64 = s["drafters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["drafted"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(drafted), s["drafted"].as_u64());
+    }
+    fails_with(
+        &[
+            "generate", "--model", &m, "--prompt", "x", "--draft", "ngram", "--depth", "0",
+        ],
+        "--depth 0",
+    );
+}
+
+#[test]
+fn bench_suites_writes_report_rows_and_plot() {
+    let m = model();
+    let out = std::env::temp_dir().join(format!("runahead-bench-test-{}", std::process::id()));
+    let samples = root().join("tests/fixtures/prompts-sample");
+    let o = runahead(&[
+        "bench",
+        "--model",
+        &m,
+        "--backends",
+        "cpu",
+        "--suites",
+        "humaneval",
+        "--n",
+        "1",
+        "--max-tokens",
+        "4",
+        "--drafters",
+        "ngram,suffix",
+        "--prompts-dir",
+        samples.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("| humaneval | code | cpu | ngram |"),
+        "{}",
+        stdout(&o)
+    );
+    let rows: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rows.json")).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows
+        .iter()
+        .all(|r| r["plain_tps"].as_f64().unwrap() > 0.0 && r["generated_tokens"] == 4));
+    assert!(std::fs::read_to_string(out.join("speedup.svg"))
+        .unwrap()
+        .contains("<svg"));
+    std::fs::remove_dir_all(&out).ok();
+    fails_with(
+        &[
+            "bench",
+            "--model",
+            &m,
+            "--suites",
+            "humaneval",
+            "--prompts-dir",
+            "/nonexistent/prompts",
+        ],
+        "scripts/fetch-prompts.sh",
+    );
+}
