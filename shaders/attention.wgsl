@@ -1,15 +1,19 @@
 // Attention of each block token over the KV cache and the block entries it may see (causal or
-// tree mask). One workgroup per (token, head).
+// tree mask). One invocation per (token, head), no shared memory and no barriers: on
+// CPU-emulated GPUs each load is a loop over the SIMD lanes and barriers switch coroutines, so
+// the kernel loads each key and value once per head, keeps the query and the output in
+// registers (HD, the head dimension, is a pipeline constant so their loops unroll), and goes
+// through the scores three times (scores and max; exponentials and sum; weighted values).
 //
 // Token t sees slots 0..base (the cache before this forward) followed by the block entries
-// listed in visible[t] (in block order). Scores are laid out in that order, so a token's
-// reduction order is the same whether it arrives alone, in a causal block, or on a tree
-// branch: batch-invariant.
+// listed in visible[t] (in block order). Scores are laid out in that order and every reduction
+// walks them in that order, so a token's result is the same whether it arrives alone, in a
+// causal block, or on a tree branch: batch-invariant.
 
 struct Params {
     n_heads: u32,
     n_kv_heads: u32,
-    head_dim: u32,
+    head_dim: u32,   // = HD
     capacity: u32,   // KV cache slots (stride of the score scratch)
     max_rows: u32,   // stride of `visible`
     scale: f32,      // 1 / sqrt(head_dim)
@@ -24,16 +28,17 @@ struct Step {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;               // [m, n_heads * head_dim]
-@group(0) @binding(1) var<storage, read> k_cache: array<f32>;         // [capacity, kv_dim]
-@group(0) @binding(2) var<storage, read> v_cache: array<f32>;         // [capacity, kv_dim]
-@group(0) @binding(3) var<storage, read_write> scores: array<f32>;    // [max_rows, n_heads, capacity]
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;       // [m, n_heads * head_dim]
-@group(0) @binding(5) var<storage, read> visible: array<u32>;         // [max_rows, 1 + max_rows]: count, then block indices
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;          // [m, n_heads * head_dim / 4]
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
+@group(0) @binding(3) var<storage, read_write> scores: array<f32>;     // [max_rows, n_heads, capacity]
+@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;  // [m, n_heads * head_dim / 4]
+@group(0) @binding(5) var<storage, read> visible: array<u32>;          // [max_rows, 1 + max_rows]: count, then block indices
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> step: Step;
 
-var<workgroup> red: array<f32, 64>;
+// Head dimension, a multiple of 4, at most 128.
+override HD: u32 = 64u;
 
 fn slot_of(t: u32, k: u32) -> u32 {
     if (k < step.base) {
@@ -42,68 +47,59 @@ fn slot_of(t: u32, k: u32) -> u32 {
     return step.base + visible[t * (1u + p.max_rows) + 1u + (k - step.base)];
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let head = wid.x;
-    let t = wid.y;
+// Few invocations (m * n_heads), each with a long sequential loop: small workgroups spread them
+// over all CPU threads.
+@compute @workgroup_size(4)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let head = gid.x % p.n_heads;
+    let t = gid.x / p.n_heads;
     if (t >= step.m) {
         return;
     }
-    let hd = p.head_dim;
-    let kv_dim = p.n_kv_heads * hd;
+    let hd4 = HD / 4u;
+    let kv4 = p.n_kv_heads * hd4;
     let kvh = head / (p.n_heads / p.n_kv_heads);
     let n_slots = step.base + visible[t * (1u + p.max_rows)];
-    let qb = (t * p.n_heads + head) * hd;
+    let qb = (t * p.n_heads + head) * hd4;
     let sb = (t * p.n_heads + head) * p.capacity;
+
+    var qv: array<vec4<f32>, 32>;
+    for (var d = 0u; d < hd4; d++) {
+        qv[d] = q[qb + d];
+    }
 
     // Scores and their maximum.
     var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
-    for (var k = lid; k < n_slots; k += 64u) {
-        let kb = slot_of(t, k) * kv_dim + kvh * hd;
+    for (var k = 0u; k < n_slots; k++) {
+        let kb = slot_of(t, k) * kv4 + kvh * hd4;
         var s = 0.0;
-        for (var d = 0u; d < hd; d++) {
-            s += q[qb + d] * k_cache[kb + d];
+        for (var d = 0u; d < hd4; d++) {
+            s += dot(qv[d], k_cache[kb + d]);
         }
         s *= p.scale;
         scores[sb + k] = s;
         mx = max(mx, s);
     }
-    red[lid] = mx;
-    workgroupBarrier();
-    for (var r = 32u; r > 0u; r >>= 1u) {
-        if (lid < r) {
-            red[lid] = max(red[lid], red[lid + r]);
-        }
-        workgroupBarrier();
-    }
-    mx = red[0];
-    workgroupBarrier();
 
     // Exponentials and their sum.
     var sum = 0.0;
-    for (var k = lid; k < n_slots; k += 64u) {
+    for (var k = 0u; k < n_slots; k++) {
         let e = exp(scores[sb + k] - mx);
         scores[sb + k] = e;
         sum += e;
     }
-    red[lid] = sum;
-    workgroupBarrier();
-    for (var r = 32u; r > 0u; r >>= 1u) {
-        if (lid < r) {
-            red[lid] += red[lid + r];
-        }
-        workgroupBarrier();
-    }
-    let inv = 1.0 / red[0];
-    storageBarrier();
-    workgroupBarrier();
+    let inv = 1.0 / sum;
 
-    // Weighted sum of values, one output dimension per thread (two when head_dim > 64).
-    for (var d = lid; d < hd; d += 64u) {
-        var acc = 0.0;
-        for (var k = 0u; k < n_slots; k++) {
-            acc += (scores[sb + k] * inv) * v_cache[slot_of(t, k) * kv_dim + kvh * hd + d];
+    // Weighted sum of values.
+    var acc: array<vec4<f32>, 32>;
+    for (var k = 0u; k < n_slots; k++) {
+        let w = scores[sb + k] * inv;
+        let vb = slot_of(t, k) * kv4 + kvh * hd4;
+        for (var d = 0u; d < hd4; d++) {
+            acc[d] += w * v_cache[vb + d];
         }
-        out[qb + d] = acc;
+    }
+    for (var d = 0u; d < hd4; d++) {
+        out[qb + d] = acc[d];
     }
 }

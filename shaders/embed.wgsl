@@ -1,5 +1,6 @@
 // out[t, :] = row tokens[t] of the (quantized) embedding table, for the tokens whose row lies
-// in this piece of the table. Prepended with formats/common.wgsl and one formats/*.wgsl.
+// in this piece of the table. Prepended with formats/common.wgsl and one formats/*.wgsl
+// (`unit_head`, `quad`).
 
 struct Params {
     k: u32,         // row length
@@ -33,8 +34,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (token < p.row_start || token >= p.row_end) {
         return;
     }
-    let v = load_unit((token - p.row_start) * p.row_bytes, u);
-    for (var j = 0u; j < 32u; j++) {
-        out[t * p.k + u * 32u + j] = v[j];
+    let h = unit_head((token - p.row_start) * p.row_bytes, u);
+    let o = t * p.k + u * 32u;
+    for (var i = 0u; i < 8u; i++) {
+        let v = quad(h, i);
+        out[o + 4u * i] = v.x;
+        out[o + 4u * i + 1u] = v.y;
+        out[o + 4u * i + 2u] = v.z;
+        out[o + 4u * i + 3u] = v.w;
     }
 }

@@ -1,11 +1,19 @@
 // y[t, col0 + o] (+)= sum_k W[o, k] * x[t, k]: a quantized weight matrix times a block of
 // activation rows. Prepended with formats/common.wgsl and one formats/*.wgsl, which define
-// `load_unit(row_byte, u)`: the 32 weights of unit u of the row starting at byte row_byte.
+// `unit_head` and `quad`: weights 4i..4i+4 of unit u (32 weights) of a row.
 //
-// One invocation computes one output row for up to TILE tokens, walking the row's units in
-// order: no shared memory and no barriers (which CPU-emulated GPUs make expensive), and each
-// (row, token) value is reduced in an order fixed by the row length alone, so a token's result
-// is bit-identical whatever the block size M or its place in the block (batch invariance).
+// One invocation computes ROWS consecutive output rows for TILE tokens (pipeline constants;
+// TILE is 1, 4 or 8, chosen from the block size). What this shape is for: on CPU-emulated GPUs
+// (lavapipe, SwiftShader) every load costs a loop over the SIMD lanes, so loads, not
+// arithmetic, set the speed. Each weight quad is loaded and decoded once for TILE tokens, and
+// each activation vec4 once for ROWS rows. Accumulators are vec4 (one component per token) in
+// separate variables, never an array indexed at run time (that spills to memory). No shared
+// memory and no barriers.
+//
+// Batch invariance: every (row, token) value is reduced in an order fixed by the row length
+// alone (acc += dot(q[i], x[i]) + dot(q[i+1], x[i+1]) for i = 0, 2, .. over the row), the same
+// expression in every token slot of every TILE variant, so a token's result is bit-identical
+// whatever the block size M or its place in the block.
 
 struct Params {
     k: u32,          // row length (elements), a multiple of 32
@@ -26,37 +34,222 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> weights: array<u32>;      // [n, row_bytes] raw blocks
-@group(0) @binding(1) var<storage, read> x: array<f32>;            // [m, k]
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // [m, k / 4]
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;      // [m, y_stride]
 @group(0) @binding(3) var<uniform> p: Params;
 @group(0) @binding(4) var<uniform> step: Step;
 
-const TILE: u32 = 8u;
+// Tokens per invocation: 1, 4 or 8.
+override TILE: u32 = 8u;
+// Output rows per invocation: 1, 2, 4, 8 or 16; invocations per workgroup.
+override ROWS: u32 = 8u;
+override WG: u32 = 16u;
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let o = gid.x + gid.y * 65535u * 64u;
+// Quads i and i + 1 of the activations of four tokens (zero for slots past the block).
+struct X4 {
+    a0: vec4<f32>,
+    a1: vec4<f32>,
+    a2: vec4<f32>,
+    a3: vec4<f32>,
+    b0: vec4<f32>,
+    b1: vec4<f32>,
+    b2: vec4<f32>,
+    b3: vec4<f32>,
+}
+
+// Tokens t..t+4 (t + 3 only when TILE >= 4), vec4 index b within a row of x.
+fn load_x4(t: u32, b: u32) -> X4 {
+    var r: X4;
+    let k4 = p.k / 4u;
+    // Loads of slots past the block are skipped (masked), not just discarded.
+    if (t < step.m) {
+        r.a0 = x[t * k4 + b];
+        r.b0 = x[t * k4 + b + 1u];
+    }
+    if (TILE >= 4u) {
+        if (t + 1u < step.m) {
+            r.a1 = x[(t + 1u) * k4 + b];
+            r.b1 = x[(t + 1u) * k4 + b + 1u];
+        }
+        if (t + 2u < step.m) {
+            r.a2 = x[(t + 2u) * k4 + b];
+            r.b2 = x[(t + 2u) * k4 + b + 1u];
+        }
+        if (t + 3u < step.m) {
+            r.a3 = x[(t + 3u) * k4 + b];
+            r.b3 = x[(t + 3u) * k4 + b + 1u];
+        }
+    }
+    return r;
+}
+
+// acc + (dot(qa, xa_t) + dot(qb, xb_t)) for the four tokens of xs.
+fn step4(acc: vec4<f32>, qa: vec4<f32>, qb: vec4<f32>, xs: X4) -> vec4<f32> {
+    if (TILE == 1u) {
+        return vec4<f32>(acc.x + (dot(qa, xs.a0) + dot(qb, xs.b0)), 0.0, 0.0, 0.0);
+    }
+    return acc + vec4<f32>(
+        dot(qa, xs.a0) + dot(qb, xs.b0),
+        dot(qa, xs.a1) + dot(qb, xs.b1),
+        dot(qa, xs.a2) + dot(qb, xs.b2),
+        dot(qa, xs.a3) + dot(qb, xs.b3),
+    );
+}
+
+// Accumulators of one row: tokens t0..t0+4 and t0+4..t0+8.
+struct Acc {
+    lo: vec4<f32>,
+    hi: vec4<f32>,
+}
+
+// One quad pair (i, i + 1) of unit head h of a row, for all tokens of the tile.
+fn row_step(acc: Acc, h: Head, i: u32, lo: X4, hi: X4) -> Acc {
+    let qa = quad(h, i);
+    let qb = quad(h, i + 1u);
+    var r = acc;
+    r.lo = step4(acc.lo, qa, qb, lo);
+    if (TILE >= 8u) {
+        r.hi = step4(acc.hi, qa, qb, hi);
+    }
+    return r;
+}
+
+fn store(t: u32, o: u32, acc: f32) {
+    if (t < step.m && o < p.n) {
+        let i = t * p.y_stride + p.col0 + o;
+        y[i] = select(acc, y[i] + acc, p.accumulate == 1u);
+    }
+}
+
+fn store_row(t0: u32, o: u32, acc: Acc) {
+    store(t0, o, acc.lo.x);
+    if (TILE >= 4u) {
+        store(t0 + 1u, o, acc.lo.y);
+        store(t0 + 2u, o, acc.lo.z);
+        store(t0 + 3u, o, acc.lo.w);
+    }
+    if (TILE >= 8u) {
+        store(t0 + 4u, o, acc.hi.x);
+        store(t0 + 5u, o, acc.hi.y);
+        store(t0 + 6u, o, acc.hi.z);
+        store(t0 + 7u, o, acc.hi.w);
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let o = (gid.x + gid.y * 65535u * WG) * ROWS;
     if (o >= p.n) {
         return;
     }
-    let t0 = gid.z * TILE;
-    let tn = min(TILE, step.m - t0);
-    var acc: array<f32, 8>;
-    let row = o * p.row_bytes;
+    let t0 = wid.z * TILE;
+    // Rows past the matrix decode its last row and are not stored.
+    let last = p.n - 1u;
+    let r0 = o * p.row_bytes;
+    let r1 = min(o + 1u, last) * p.row_bytes;
+    let r2 = min(o + 2u, last) * p.row_bytes;
+    let r3 = min(o + 3u, last) * p.row_bytes;
+    let r4 = min(o + 4u, last) * p.row_bytes;
+    let r5 = min(o + 5u, last) * p.row_bytes;
+    let r6 = min(o + 6u, last) * p.row_bytes;
+    let r7 = min(o + 7u, last) * p.row_bytes;
+    let r8 = min(o + 8u, last) * p.row_bytes;
+    let r9 = min(o + 9u, last) * p.row_bytes;
+    let r10 = min(o + 10u, last) * p.row_bytes;
+    let r11 = min(o + 11u, last) * p.row_bytes;
+    let r12 = min(o + 12u, last) * p.row_bytes;
+    let r13 = min(o + 13u, last) * p.row_bytes;
+    let r14 = min(o + 14u, last) * p.row_bytes;
+    let r15 = min(o + 15u, last) * p.row_bytes;
+    var a0: Acc;
+    var a1: Acc;
+    var a2: Acc;
+    var a3: Acc;
+    var a4: Acc;
+    var a5: Acc;
+    var a6: Acc;
+    var a7: Acc;
+    var a8: Acc;
+    var a9: Acc;
+    var a10: Acc;
+    var a11: Acc;
+    var a12: Acc;
+    var a13: Acc;
+    var a14: Acc;
+    var a15: Acc;
     let units = p.k / 32u;
     for (var u = 0u; u < units; u++) {
-        let v = load_unit(row, u);
-        for (var t = 0u; t < tn; t++) {
-            let xb = (t0 + t) * p.k + u * 32u;
-            var s = 0.0;
-            for (var j = 0u; j < 32u; j++) {
-                s += v[j] * x[xb + j];
+        let h0 = unit_head(r0, u);
+        let h1 = unit_head(r1, u);
+        let h2 = unit_head(r2, u);
+        let h3 = unit_head(r3, u);
+        let h4 = unit_head(r4, u);
+        let h5 = unit_head(r5, u);
+        let h6 = unit_head(r6, u);
+        let h7 = unit_head(r7, u);
+        let h8 = unit_head(r8, u);
+        let h9 = unit_head(r9, u);
+        let h10 = unit_head(r10, u);
+        let h11 = unit_head(r11, u);
+        let h12 = unit_head(r12, u);
+        let h13 = unit_head(r13, u);
+        let h14 = unit_head(r14, u);
+        let h15 = unit_head(r15, u);
+        for (var i = 0u; i < 8u; i += 2u) {
+            let b = u * 8u + i;
+            let lo = load_x4(t0, b);
+            var hi: X4;
+            if (TILE >= 8u) {
+                hi = load_x4(t0 + 4u, b);
             }
-            acc[t] += s;
+            a0 = row_step(a0, h0, i, lo, hi);
+            if (ROWS >= 2u) {
+                a1 = row_step(a1, h1, i, lo, hi);
+            }
+            if (ROWS >= 4u) {
+                a2 = row_step(a2, h2, i, lo, hi);
+                a3 = row_step(a3, h3, i, lo, hi);
+            }
+            if (ROWS >= 8u) {
+                a4 = row_step(a4, h4, i, lo, hi);
+                a5 = row_step(a5, h5, i, lo, hi);
+                a6 = row_step(a6, h6, i, lo, hi);
+                a7 = row_step(a7, h7, i, lo, hi);
+            }
+            if (ROWS >= 16u) {
+                a8 = row_step(a8, h8, i, lo, hi);
+                a9 = row_step(a9, h9, i, lo, hi);
+                a10 = row_step(a10, h10, i, lo, hi);
+                a11 = row_step(a11, h11, i, lo, hi);
+                a12 = row_step(a12, h12, i, lo, hi);
+                a13 = row_step(a13, h13, i, lo, hi);
+                a14 = row_step(a14, h14, i, lo, hi);
+                a15 = row_step(a15, h15, i, lo, hi);
+            }
         }
     }
-    for (var t = 0u; t < tn; t++) {
-        let i = (t0 + t) * p.y_stride + p.col0 + o;
-        y[i] = select(acc[t], y[i] + acc[t], p.accumulate == 1u);
+    store_row(t0, o, a0);
+    if (ROWS >= 2u) {
+        store_row(t0, o + 1u, a1);
+    }
+    if (ROWS >= 4u) {
+        store_row(t0, o + 2u, a2);
+        store_row(t0, o + 3u, a3);
+    }
+    if (ROWS >= 8u) {
+        store_row(t0, o + 4u, a4);
+        store_row(t0, o + 5u, a5);
+        store_row(t0, o + 6u, a6);
+        store_row(t0, o + 7u, a7);
+    }
+    if (ROWS >= 16u) {
+        store_row(t0, o + 8u, a8);
+        store_row(t0, o + 9u, a9);
+        store_row(t0, o + 10u, a10);
+        store_row(t0, o + 11u, a11);
+        store_row(t0, o + 12u, a12);
+        store_row(t0, o + 13u, a13);
+        store_row(t0, o + 14u, a14);
+        store_row(t0, o + 15u, a15);
     }
 }

@@ -1,14 +1,13 @@
 // Q8_0: 32 elements in 34 bytes { d: f16, qs: [i8; 32] }; x = q * d.
-fn load_unit(row: u32, u: u32) -> array<f32, 32> {
+// Head: a = block byte offset (2-byte aligned), d.
+fn unit_head(row: u32, u: u32) -> Head {
     let b = row + u * 34u;
-    let d = f16_at(b);
-    var v: array<f32, 32>;
-    for (var w = 0u; w < 8u; w++) {
-        let word = u32_at(b + 2u + 4u * w);
-        for (var k = 0u; k < 4u; k++) {
-            // Sign-extend byte k.
-            v[4u * w + k] = f32(bitcast<i32>(word << (24u - 8u * k)) >> 24u) * d;
-        }
-    }
-    return v;
+    return Head(b, 0u, 0u, f16_at(b), 0.0);
+}
+
+fn quad(h: Head, i: u32) -> vec4<f32> {
+    let w = u32_at(h.a + 2u + 4u * i);
+    // Sign-extend each byte.
+    let q = bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u);
+    return vec4<f32>(q) * h.d;
 }

@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
-use runahead_model::{CpuModel, LanguageModel, Tokenizer};
+use runahead_model::{Batch, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{generate, GenerateOptions, SamplingParams, Stats};
 use serde_json::json;
 
@@ -42,6 +43,13 @@ pub struct BenchArgs {
     /// With --suites: speculative vs plain decoding on prompt suites (see spec_bench).
     #[command(flatten)]
     suites: crate::spec_bench::SuiteArgs,
+    /// Also time one forward of a block of each of these sizes (comma-separated, e.g.
+    /// 1,2,4,8,16) after the first prompt, with logits for every row, as verification does.
+    #[arg(long, value_delimiter = ',')]
+    block_sizes: Vec<usize>,
+    /// Timed forwards per block size (the best counts: these machines are noisy).
+    #[arg(long, default_value_t = 3)]
+    block_reps: usize,
 }
 
 struct Row {
@@ -49,6 +57,8 @@ struct Row {
     detail: String,
     totals: Stats,
     dispatches_per_forward: Option<usize>,
+    /// Milliseconds per forward of each of `--block-sizes`.
+    block_ms: Vec<f64>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -87,6 +97,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
+                        block_ms: block_times(
+                            &mut m,
+                            &prompts[0],
+                            &args.block_sizes,
+                            args.block_reps,
+                        )?,
                     },
                     out,
                 )
@@ -102,6 +118,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: ctx.adapter_info.clone(),
                         totals,
                         dispatches_per_forward: Some(d),
+                        block_ms: block_times(
+                            &mut m,
+                            &prompts[0],
+                            &args.block_sizes,
+                            args.block_reps,
+                        )?,
                     },
                     out,
                 )
@@ -163,6 +185,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "\nGreedy outputs identical across backends: {}",
         if same { "yes" } else { "no" }
     )?;
+    if !args.block_sizes.is_empty() {
+        writeln!(
+            md,
+            "\nOne forward of a block of m tokens after the first prompt (logits for every row), \
+             ms (best of {}), and relative to m = {}:\n",
+            args.block_reps.max(1),
+            args.block_sizes[0]
+        )?;
+        let head: Vec<String> = args.block_sizes.iter().map(|m| format!("m={m}")).collect();
+        writeln!(md, "| backend | {} |", head.join(" | "))?;
+        writeln!(md, "| --- |{}", " ---: |".repeat(head.len()))?;
+        for r in &rows {
+            let cells: Vec<String> = r
+                .block_ms
+                .iter()
+                .map(|ms| format!("{ms:.1} ({:.2}x)", ms / r.block_ms[0]))
+                .collect();
+            writeln!(md, "| {} | {} |", r.backend, cells.join(" | "))?;
+        }
+    }
     print!("{md}");
     if let Some(path) = &args.json {
         let v = json!({
@@ -176,11 +218,42 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
+                "block_sizes": args.block_sizes, "block_ms": r.block_ms,
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
     }
     Ok(())
+}
+
+/// Milliseconds per forward of a causal block of each size in `sizes`, after `prompt` is in
+/// the cache; the cache is truncated back after each forward.
+fn block_times<M: LanguageModel>(
+    m: &mut M,
+    prompt: &[u32],
+    sizes: &[usize],
+    reps: usize,
+) -> Result<Vec<f64>> {
+    if sizes.is_empty() {
+        return Ok(Vec::new());
+    }
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let mut out = Vec::new();
+    for &size in sizes {
+        // Tokens of the prompt, repeated: any valid ids do.
+        let block: Vec<u32> = prompt.iter().copied().cycle().take(size.max(1)).collect();
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            let t = Instant::now();
+            pollster::block_on(m.forward(&Batch::causal(&block, base)))?;
+            best = best.min(t.elapsed().as_secs_f64() * 1e3);
+            m.truncate(base);
+        }
+        out.push(best);
+    }
+    Ok(out)
 }
 
 /// Runs every prompt (the first once more beforehand as a warm-up) and sums the stats.

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::kernels::MatmulShape;
 use crate::GpuError;
 
 /// What to ask the adapter for.
@@ -11,6 +12,8 @@ pub struct GpuOptions {
     /// Caps the storage-buffer binding size used for weights below what the adapter allows
     /// (tests use it to force tensor splitting; `None` takes the adapter's limit).
     pub max_binding_size: Option<u64>,
+    /// Overrides the matmul work split chosen from the adapter (tests run both).
+    pub matmul_shape: Option<MatmulShape>,
 }
 
 /// A device, its queue, and what the engine learned about them.
@@ -21,6 +24,8 @@ pub struct GpuContext {
     pub adapter_info: String,
     /// Largest storage buffer binding the engine may use.
     pub max_binding_size: u64,
+    /// How matmuls split their work on this device.
+    pub matmul_shape: MatmulShape,
     /// Set once the device is lost or reports an error nobody captured; every later call
     /// fails with it instead of computing garbage.
     pub(crate) fault: Arc<Mutex<Option<GpuError>>>,
@@ -52,10 +57,17 @@ impl GpuContext {
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
         let adapter_info = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
+        let options = GpuOptions {
+            matmul_shape: options
+                .matmul_shape
+                .or(Some(MatmulShape::for_adapter(&info))),
+            ..options
+        };
         Ok(Self::from_device(device, queue, adapter_info, options))
     }
 
-    /// Wraps a device someone else opened. Its limits must cover [`required_limits`].
+    /// Wraps a device someone else opened. Its limits must cover [`required_limits`]. The
+    /// matmul shape is `options.matmul_shape`, else [`MatmulShape::GPU`].
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
@@ -89,6 +101,7 @@ impl GpuContext {
             queue,
             adapter_info,
             max_binding_size,
+            matmul_shape: options.matmul_shape.unwrap_or(MatmulShape::GPU),
             fault,
         }
     }

@@ -1,6 +1,6 @@
 //! WGSL sources (one file per op under `shaders/`) and compiled pipelines. Kernels that read
 //! quantized weights are specialized per block format by prepending the format's
-//! `load_unit` from `shaders/formats/`.
+//! decoder (`unit_head`, `quad`) from `shaders/formats/`.
 
 use std::collections::HashMap;
 
@@ -22,7 +22,7 @@ pub enum Op {
 
 const COMMON: &str = include_str!("../../../shaders/formats/common.wgsl");
 
-/// The `load_unit` source of a block format, or `None` when the GPU engine lacks it.
+/// The decoder source (`unit_head`, `quad`) of a block format, or `None` when the GPU engine lacks it.
 pub fn format_source(ty: GgmlType) -> Option<&'static str> {
     Some(match ty {
         GgmlType::F32 => include_str!("../../../shaders/formats/f32.wgsl"),
@@ -59,24 +59,119 @@ pub fn source(op: Op, format: Option<GgmlType>) -> String {
     }
 }
 
-/// Compiled pipelines, keyed by op and weight format; built at load, looked up per forward.
-#[derive(Default)]
+/// Tokens per invocation the matmul kernel is compiled for (its `TILE` constant).
+pub const MATMUL_TILES: [u32; 3] = [1, 4, 8];
+
+/// The matmul variant (index into [`MATMUL_TILES`]) for a block of `m` tokens: each tile
+/// decodes the weights once, so fewer, wider tiles are cheaper, but a slot past the block is
+/// computed for nothing.
+pub fn matmul_variant(m: usize) -> usize {
+    match m {
+        0 | 1 => 0,
+        2..=4 => 1,
+        _ => 2,
+    }
+}
+
+/// How the matmul splits work: output rows per invocation and invocations per workgroup (the
+/// kernel's `ROWS` and `WG` constants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulShape {
+    pub rows: u32,
+    pub wg: u32,
+}
+
+impl MatmulShape {
+    /// For GPUs emulated on a CPU (lavapipe, SwiftShader), where every load is a loop over the
+    /// SIMD lanes and loads set the speed: one activation load serves 16 rows; small
+    /// workgroups keep every CPU thread busy on 576-row matrices.
+    pub const CPU: MatmulShape = MatmulShape { rows: 16, wg: 8 };
+    /// For real GPUs, which need many invocations in flight (not yet measured on one).
+    pub const GPU: MatmulShape = MatmulShape { rows: 2, wg: 64 };
+
+    /// [`Self::CPU`] for a CPU device or a known software rasterizer, else [`Self::GPU`].
+    pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
+        let text = format!("{} {} {}", info.name, info.driver, info.driver_info).to_lowercase();
+        if info.device_type == wgpu::DeviceType::Cpu
+            || ["llvmpipe", "lavapipe", "swiftshader"]
+                .iter()
+                .any(|s| text.contains(s))
+        {
+            Self::CPU
+        } else {
+            Self::GPU
+        }
+    }
+
+    /// Workgroups of a matmul over `n` weight rows for `m` tokens: rows * wg rows per
+    /// workgroup (x, then y past 65535 workgroups), one tile of tokens per z.
+    pub fn grid(self, n: usize, m: usize) -> (u32, u32, u32) {
+        let groups = n.div_ceil((self.rows * self.wg) as usize);
+        let tile = MATMUL_TILES[matmul_variant(m)] as usize;
+        (
+            groups.min(65535) as u32,
+            groups.div_ceil(65535) as u32,
+            m.div_ceil(tile) as u32,
+        )
+    }
+}
+
+/// Workgroups of the attention kernel for `heads` query heads and `m` tokens: one invocation
+/// per (token, head), 4 per workgroup.
+pub fn attention_grid(heads: usize, m: usize) -> (u32, u32, u32) {
+    ((heads * m).div_ceil(4) as u32, 1, 1)
+}
+
+/// The pipeline variant `op` runs with uniform parameters `params` for a block of `m` tokens:
+/// the matmul's index into [`MATMUL_TILES`], the attention's head dimension (its `HD`).
+pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
+    match op {
+        Op::Matmul => matmul_variant(m),
+        Op::Attention => params.get(2).copied().unwrap_or(0) as usize,
+        _ => 0,
+    }
+}
+
+/// Compiled pipelines, keyed by op, weight format and variant (see [`variant`]); built at load,
+/// looked up per forward.
 pub struct Pipelines {
-    map: HashMap<(Op, Option<GgmlType>), wgpu::ComputePipeline>,
+    shape: MatmulShape,
+    map: HashMap<(Op, Option<GgmlType>, usize), wgpu::ComputePipeline>,
 }
 
 impl Pipelines {
+    pub fn new(shape: MatmulShape) -> Self {
+        Pipelines {
+            shape,
+            map: HashMap::new(),
+        }
+    }
+
+    /// The pipeline of `op` in `variant` (see [`variant`]).
     pub fn get_or_create(
         &mut self,
         device: &wgpu::Device,
         op: Op,
         format: Option<GgmlType>,
+        variant: usize,
     ) -> &wgpu::ComputePipeline {
-        self.map.entry((op, format)).or_insert_with(|| {
+        let shape = self.shape;
+        self.map.entry((op, format, variant)).or_insert_with(|| {
             let label = format!(
                 "{op:?}{}",
                 format.map(|f| format!("_{f}")).unwrap_or_default()
             );
+            let tile = [
+                ("TILE", MATMUL_TILES[variant.min(2)] as f64),
+                ("ROWS", shape.rows as f64),
+                ("WG", shape.wg as f64),
+            ];
+            let head_dim = [("HD", variant as f64)];
+            let constants: &[(&str, f64)] = match op {
+                Op::Matmul => &tile,
+                Op::Attention => &head_dim,
+                _ => &[],
+            };
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
                 source: wgpu::ShaderSource::Wgsl(source(op, format).into()),
@@ -86,7 +181,10 @@ impl Pipelines {
                 layout: None,
                 module: &module,
                 entry_point: Some("main"),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants,
+                    ..Default::default()
+                },
                 cache: None,
             })
         })

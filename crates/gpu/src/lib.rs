@@ -17,5 +17,7 @@ pub mod testing;
 
 pub use context::{GpuContext, GpuOptions};
 pub use error::GpuError;
+#[cfg(not(target_arch = "wasm32"))]
+pub use model::DispatchTime;
 pub use model::{GpuModel, GpuStats};
 pub use tensor::GpuMatrix;

@@ -3,14 +3,19 @@
 //! command encoder, submits once, and reads back logits or per-row argmax.
 
 mod build;
+#[cfg(not(target_arch = "wasm32"))]
+mod profile;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use profile::DispatchTime;
 
 use std::cell::Cell;
 
 use runahead_gguf::GgufFile;
 use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result};
 
-use crate::readback;
 use crate::GpuContext;
+use crate::{kernels, readback};
 
 /// Most tokens one forward pass processes; longer causal blocks are split (batch invariance
 /// makes that exact).
@@ -23,39 +28,57 @@ pub const DEFAULT_CONTEXT: usize = 4096;
 /// How many workgroups a dispatch needs for a block of `m` tokens.
 #[derive(Clone, Copy, Debug)]
 enum Grid {
-    /// Matmul over `n` weight rows: one row per invocation (64 per workgroup), 8 tokens each.
-    Matmul { n: usize },
+    /// Matmul over `n` weight rows: `shape.rows` rows and a tile of tokens per invocation
+    /// ([`kernels::MatmulShape::grid`]).
+    Matmul {
+        n: usize,
+        shape: kernels::MatmulShape,
+    },
     /// One workgroup per token.
     PerToken,
     /// One invocation per element, `per_token` elements per token, 64 per workgroup.
     Elements { per_token: usize },
-    /// One workgroup per (head, token).
+    /// One invocation per (head, token) ([`kernels::attention_grid`]).
     Attention { heads: usize },
 }
 
 impl Grid {
     fn size(self, m: usize) -> (u32, u32, u32) {
         match self {
-            Grid::Matmul { n } => {
-                let groups = n.div_ceil(64);
-                (
-                    groups.min(65535) as u32,
-                    groups.div_ceil(65535) as u32,
-                    m.div_ceil(8) as u32,
-                )
-            }
+            Grid::Matmul { n, shape } => shape.grid(n, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
-            Grid::Attention { heads } => (heads as u32, m as u32, 1),
+            Grid::Attention { heads } => kernels::attention_grid(heads, m),
+        }
+    }
+
+    /// Which of a dispatch's pipelines (see `Builder::make`) a block of `m` tokens runs.
+    fn variant(self, m: usize) -> usize {
+        match self {
+            Grid::Matmul { .. } => kernels::matmul_variant(m),
+            _ => 0,
         }
     }
 }
 
 /// One recorded dispatch.
 struct Dispatch {
-    pipeline: wgpu::ComputePipeline,
-    bind_group: wgpu::BindGroup,
+    /// Op, format and shape, for profiles.
+    label: String,
+    /// Per variant (see [`Grid::variant`]): auto-layout bind groups belong to one pipeline.
+    variants: Vec<(wgpu::ComputePipeline, wgpu::BindGroup)>,
     grid: Grid,
+}
+
+impl Dispatch {
+    fn encode(&self, pass: &mut wgpu::ComputePass, m: usize) {
+        let (pipeline, bind_group) =
+            &self.variants[self.grid.variant(m).min(self.variants.len() - 1)];
+        let (x, y, z) = self.grid.size(m);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
 }
 
 /// Buffers whose contents change with every forward.
@@ -122,15 +145,8 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    async fn run(&mut self, batch: &Batch, want: Want) -> Result<(Vec<f32>, Vec<u32>)> {
-        let c = &self.config;
-        batch.validate(c.vocab_size, self.cache_len, self.capacity)?;
-        self.ctx.check()?;
-        if batch.len() > MAX_ROWS {
-            return Err(ModelError::InvalidBatch(format!(
-                "a block holds at most {MAX_ROWS} tokens"
-            )));
-        }
+    /// Writes the block's step uniform, tokens, positions and visibility lists.
+    fn write_step(&self, batch: &Batch) {
         let m = batch.len();
         let q = &self.ctx.queue;
         q.write_buffer(
@@ -153,6 +169,20 @@ impl GpuModel {
             row[1..1 + seen.len()].copy_from_slice(&seen);
         }
         q.write_buffer(&self.io.visible, 0, bytemuck::cast_slice(&lists));
+    }
+
+    async fn run(&mut self, batch: &Batch, want: Want) -> Result<(Vec<f32>, Vec<u32>)> {
+        let c = &self.config;
+        batch.validate(c.vocab_size, self.cache_len, self.capacity)?;
+        self.ctx.check()?;
+        if batch.len() > MAX_ROWS {
+            return Err(ModelError::InvalidBatch(format!(
+                "a block holds at most {MAX_ROWS} tokens"
+            )));
+        }
+        let m = batch.len();
+        self.write_step(batch);
+        let q = &self.ctx.queue;
 
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         {
@@ -162,10 +192,7 @@ impl GpuModel {
                 .iter()
                 .chain(matches!(want, Want::Argmax).then_some(&self.argmax_dispatch))
             {
-                let (x, y, z) = d.grid.size(m);
-                pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.bind_group, &[]);
-                pass.dispatch_workgroups(x, y, z);
+                d.encode(&mut pass, m);
             }
         }
         let vocab = c.vocab_size;

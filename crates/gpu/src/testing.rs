@@ -16,8 +16,9 @@ pub enum Input {
 }
 
 /// Dispatches `op` once: bindings are `inputs` in order, then the op's uniform `params`, then
-/// the step uniform `{m, base}` (the engine's binding convention). Returns the bytes of input
-/// `read` afterwards.
+/// the step uniform `{m, base}` (the engine's binding convention). The matmul runs the variant
+/// the engine uses for `m` tokens, in the context's shape ([`GpuContext::matmul_shape`]; its
+/// `grid` gives the workgroups). Returns the bytes of input `read` afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_kernel(
     ctx: &GpuContext,
@@ -30,8 +31,38 @@ pub async fn run_kernel(
     read: usize,
 ) -> Result<Vec<u8>, GpuError> {
     let device = &ctx.device;
-    let mut pipelines = Pipelines::default();
-    let pipeline = pipelines.get_or_create(device, op, format).clone();
+    let (pipeline, bind_group, buffers) = prepare(ctx, op, format, inputs, op_params, (m, base));
+    let size = buffers[read].size();
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, workgroups.2);
+    }
+    encoder.copy_buffer_to_buffer(&buffers[read], 0, &staging, 0, size);
+    ctx.queue.submit([encoder.finish()]);
+    readback::read_bytes(ctx, &staging, size).await
+}
+
+fn prepare(
+    ctx: &GpuContext,
+    op: Op,
+    format: Option<GgmlType>,
+    inputs: &[Input],
+    op_params: &[u32],
+    (m, base): (usize, usize),
+) -> (wgpu::ComputePipeline, wgpu::BindGroup, Vec<wgpu::Buffer>) {
+    let device = &ctx.device;
+    let mut pipelines = Pipelines::new(ctx.matmul_shape);
+    let variant = crate::kernels::variant(op, op_params, m);
+    let pipeline = pipelines.get_or_create(device, op, format, variant).clone();
     let init = |contents: &[u8], usage| {
         device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: None,
@@ -73,23 +104,43 @@ pub async fn run_kernel(
         layout: &pipeline.get_bind_group_layout(0),
         entries: &entries,
     });
-    let size = buffers[read].size();
-    let staging = device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
-    let mut encoder = device.create_command_encoder(&Default::default());
-    {
-        let mut pass = encoder.begin_compute_pass(&Default::default());
-        pass.set_pipeline(&pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(workgroups.0, workgroups.1, workgroups.2);
+    (pipeline, bind_group, buffers)
+}
+
+/// Seconds per dispatch of `op` (as [`run_kernel`] would run it), over `reps` dispatches in
+/// one submit after a warm-up; native only (polls the device).
+#[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::too_many_arguments)]
+pub fn time_kernel(
+    ctx: &GpuContext,
+    op: Op,
+    format: Option<GgmlType>,
+    inputs: &[Input],
+    op_params: &[u32],
+    (m, base): (usize, usize),
+    workgroups: (u32, u32, u32),
+    reps: usize,
+) -> Result<f64, GpuError> {
+    let (pipeline, bind_group, _buffers) = prepare(ctx, op, format, inputs, op_params, (m, base));
+    let mut last = 0.0;
+    for n in [1, reps.max(1)] {
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            for _ in 0..n {
+                pass.dispatch_workgroups(workgroups.0, workgroups.1, workgroups.2);
+            }
+        }
+        let t = std::time::Instant::now();
+        ctx.queue.submit([encoder.finish()]);
+        ctx.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        last = t.elapsed().as_secs_f64() / n as f64;
     }
-    encoder.copy_buffer_to_buffer(&buffers[read], 0, &staging, 0, size);
-    ctx.queue.submit([encoder.finish()]);
-    readback::read_bytes(ctx, &staging, size).await
+    Ok(last)
 }
 
 /// Little-endian f32s of `bytes`.

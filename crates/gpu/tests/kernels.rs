@@ -6,7 +6,7 @@ mod common;
 use common::ctx;
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::Op;
+use runahead_gpu::kernels::{MatmulShape, Op};
 use runahead_gpu::testing::{f32s, run_kernel, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
 
@@ -26,7 +26,10 @@ fn formats() -> impl Iterator<Item = GgmlType> {
     GgmlType::all().filter(|t| t.is_supported())
 }
 
+/// The matmul in `shape` (both shapes run on any device; the engine picks one per adapter).
+#[allow(clippy::too_many_arguments)]
 fn matmul_gpu(
+    shape: MatmulShape,
     ty: GgmlType,
     w: &[u8],
     rows: usize,
@@ -50,10 +53,12 @@ fn matmul_gpu(
         Input::F32(x.to_vec()),
         Input::F32(y),
     ];
-    let grid = (rows.div_ceil(64) as u32, 1, m.div_ceil(8) as u32);
+    let mut ctx = ctx();
+    ctx.matmul_shape = shape;
+    let grid = shape.grid(rows, m);
     f32s(
         &block_on(run_kernel(
-            &ctx(),
+            &ctx,
             Op::Matmul,
             Some(ty),
             &inputs,
@@ -75,7 +80,10 @@ fn matmul_every_format_odd_sizes_and_batch_invariance() {
         let w = random_blocks(ty, rows * cols, 0.5, &mut rng);
         let mut wf = vec![0f32; rows * cols];
         dequantize(ty, &w, &mut wf).unwrap();
-        for m in [1usize, 3, 13] {
+        for (m, shape) in [1usize, 3, 13]
+            .into_iter()
+            .flat_map(|m| [(m, MatmulShape::CPU), (m, MatmulShape::GPU)])
+        {
             let x = rng.floats(m * cols, 1.0);
             let want: Vec<f32> = (0..m)
                 .flat_map(|t| {
@@ -88,25 +96,34 @@ fn matmul_every_format_odd_sizes_and_batch_invariance() {
                         .collect::<Vec<_>>()
                 })
                 .collect();
-            let got = matmul_gpu(ty, &w, rows, cols, &x, m, None);
-            close(&got, &want, 1e-4, &format!("matmul {ty} m={m}"));
+            let got = matmul_gpu(shape, ty, &w, rows, cols, &x, m, None);
+            close(&got, &want, 1e-4, &format!("matmul {ty} m={m} {shape:?}"));
             // Accumulate mode adds to what y held.
             let y0 = rng.floats(m * rows, 1.0);
-            let got_acc = matmul_gpu(ty, &w, rows, cols, &x, m, Some(&y0));
+            let got_acc = matmul_gpu(shape, ty, &w, rows, cols, &x, m, Some(&y0));
             let want_acc: Vec<f32> = want.iter().zip(&y0).map(|(a, b)| a + b).collect();
             close(
                 &got_acc,
                 &want_acc,
                 1e-4,
-                &format!("matmul {ty} accumulate m={m}"),
+                &format!("matmul {ty} accumulate m={m} {shape:?}"),
             );
             // Batch invariance: each row alone gives the same bits as inside the block.
             for t in 0..m {
-                let alone = matmul_gpu(ty, &w, rows, cols, &x[t * cols..(t + 1) * cols], 1, None);
+                let alone = matmul_gpu(
+                    shape,
+                    ty,
+                    &w,
+                    rows,
+                    cols,
+                    &x[t * cols..(t + 1) * cols],
+                    1,
+                    None,
+                );
                 assert_eq!(
                     alone[..],
                     got[t * rows..(t + 1) * rows],
-                    "matmul {ty}: row {t} of {m} differs from alone"
+                    "matmul {ty} {shape:?}: row {t} of {m} differs from alone"
                 );
             }
         }
@@ -134,7 +151,7 @@ fn matmul_at_real_model_sizes() {
             })
             .collect();
         close(
-            &matmul_gpu(ty, &w, rows, cols, &x, 2, None),
+            &matmul_gpu(ctx().matmul_shape, ty, &w, rows, cols, &x, 2, None),
             &want,
             1e-4,
             &format!("matmul {ty} {rows}x{cols}"),
@@ -397,7 +414,7 @@ fn attention_causal_and_tree() {
                 &inputs,
                 &p,
                 (m, base),
-                (n_heads as u32, m as u32, 1),
+                runahead_gpu::kernels::attention_grid(n_heads, m),
                 4,
             ))
             .unwrap(),

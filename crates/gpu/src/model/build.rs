@@ -10,7 +10,7 @@ use runahead_gguf::GgufFile;
 use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
-use crate::kernels::{params, Op, Pipelines};
+use crate::kernels::{self, params, Op, Pipelines, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
 
 struct Builder<'a> {
@@ -73,10 +73,12 @@ impl Builder<'_> {
         params: &[u32],
         grid: Grid,
     ) -> Dispatch {
-        let pipeline = self
-            .pipelines
-            .get_or_create(&self.ctx.device, op, format)
-            .clone();
+        // The matmul has one pipeline per token tile; other ops one (the attention's is
+        // specialized to the head dimension).
+        let variants: Vec<usize> = match op {
+            Op::Matmul => (0..MATMUL_TILES.len()).collect(),
+            _ => vec![kernels::variant(op, params, 1)],
+        };
         let uniform = self.uniform(params);
         let mut all: Vec<&wgpu::Buffer> = buffers.to_vec();
         all.push(&uniform);
@@ -89,17 +91,30 @@ impl Builder<'_> {
                 resource: b.as_entire_binding(),
             })
             .collect();
-        let bind_group = self
-            .ctx
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(&format!("{op:?}")),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            });
+        let variants = variants
+            .into_iter()
+            .map(|v| {
+                let pipeline = self
+                    .pipelines
+                    .get_or_create(&self.ctx.device, op, format, v)
+                    .clone();
+                let bind_group = self
+                    .ctx
+                    .device
+                    .create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(&format!("{op:?}")),
+                        layout: &pipeline.get_bind_group_layout(0),
+                        entries: &entries,
+                    });
+                (pipeline, bind_group)
+            })
+            .collect();
         Dispatch {
-            pipeline,
-            bind_group,
+            label: format!(
+                "{op:?}{} {grid:?}",
+                format.map(|f| format!(" {f}")).unwrap_or_default()
+            ),
+            variants,
             grid,
         }
     }
@@ -157,8 +172,14 @@ impl Builder<'_> {
                 Some(w.ty),
                 &[&piece.buffer, x, y],
                 &p,
-                Grid::Matmul { n: piece.rows },
+                Grid::Matmul {
+                    n: piece.rows,
+                    shape: self.ctx.matmul_shape,
+                },
             );
+            if let Some(d) = self.dispatches.last_mut() {
+                d.label = format!("Matmul {} {}x{}", w.ty, piece.rows, w.cols);
+            }
         }
     }
 }
@@ -216,10 +237,10 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         return Err(ModelError::Config("context size must be at least 1".into()));
     }
     let (d, kv_dim, ff, r) = (c.n_embd, c.kv_dim(), c.n_ff, MAX_ROWS);
-    if c.head_dim > 128 || c.rope_dim % 2 != 0 {
+    if c.head_dim > 128 || c.head_dim % 4 != 0 || c.rope_dim % 2 != 0 {
         return Err(ModelError::Config(format!(
-            "head dimension {} is above the GPU engine's 128",
-            c.head_dim
+            "head dimension {} (RoPE dimension {}): the GPU engine takes multiples of 4 up to 128",
+            c.head_dim, c.rope_dim
         )));
     }
 
@@ -231,7 +252,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     });
     let mut b = Builder {
         ctx,
-        pipelines: Pipelines::default(),
+        pipelines: Pipelines::new(ctx.matmul_shape),
         dispatches: Vec::new(),
         step,
     };
