@@ -7,6 +7,8 @@
 #   scripts/wasm.sh build  [cargo args...]   # cargo build --release
 #   scripts/wasm.sh check  [cargo args...]   # cargo check (quick)
 #   scripts/wasm.sh test                     # browser tests: wasm-bindgen-test in headless Chromium
+#   scripts/wasm.sh pkg                      # the npm package's wasm: release build of runahead-web,
+#                                            # then wasm-bindgen --target web into pkg/wasm/
 #
 # Output goes to target-wasm/ (override with WASM_TARGET_DIR) so the native rustup builds in
 # target/ and the wasm builds never invalidate each other. CARGO_BUILD_JOBS limits parallelism.
@@ -14,7 +16,7 @@ set -euo pipefail
 
 # The crates that must compile for the browser. Add new browser crates here
 # (WASM_CRATES="a b" in the environment overrides the list for one run).
-DEFAULT_WASM_CRATES="runahead-gguf runahead-model runahead-speculate runahead-gpu"
+DEFAULT_WASM_CRATES="runahead-gguf runahead-model runahead-speculate runahead-gpu runahead-web"
 read -r -a WASM_CRATES <<< "${WASM_CRATES:-$DEFAULT_WASM_CRATES}"
 
 TARGET=wasm32-unknown-unknown
@@ -67,19 +69,32 @@ case "$cmd" in
   test)
     # wasm-bindgen-test-runner (cargo install wasm-bindgen-cli, scripts/setup.sh) drives
     # Debian's chromium through chromedriver with the flags in crates/gpu/webdriver.json
-    # (WebGPU on SwiftShader, no network).
+    # (crates/web/webdriver.json links to it; WebGPU on SwiftShader, no network).
     command -v wasm-bindgen-test-runner >/dev/null || die "wasm-bindgen-test-runner not found: scripts/setup.sh installs it"
     export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
     export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
     export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
-    echo "wasm.sh: browser tests ($TARGET) runahead-gpu"
-    "$CARGO" test --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-gpu --test browser "$@"
+    echo "wasm.sh: browser tests ($TARGET) runahead-gpu runahead-web"
+    "$CARGO" test --target "$TARGET" "-Zbuild-std=std,panic_abort" \
+      -p runahead-gpu -p runahead-web --test browser "$@"
+    ;;
+  pkg)
+    # wasm-bindgen refuses a .wasm made with another version of the wasm-bindgen crate, with
+    # a message naming both; scripts/setup.sh installs the one Cargo.lock asks for.
+    command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
+    echo "wasm.sh: pkg: build --release ($TARGET) runahead-web"
+    "$CARGO" build --release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib "$@"
+    out=$root/pkg/wasm
+    rm -rf "$out"
+    wasm-bindgen --target web --out-dir "$out" --out-name runahead \
+      "$CARGO_TARGET_DIR/$TARGET/release/runahead_web.wasm"
+    echo "wasm.sh: pkg: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
     ;;
   check)
     echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"
     "$CARGO" check "${common[@]}" "$@"
     ;;
   *)
-    die "usage: scripts/wasm.sh {clippy|build|check|test} [cargo args...]"
+    die "usage: scripts/wasm.sh {clippy|build|check|test|pkg} [cargo args...]"
     ;;
 esac

@@ -1,0 +1,214 @@
+//! The browser surface of runahead: an `Engine` class exported with wasm-bindgen over the GPU
+//! engine (WebGPU), the tokenizer and the generation loop. Nothing else lives here: the npm
+//! package (`pkg/`) wraps this class in a friendlier API, and every engine behaviour is tested
+//! in the crates that own it.
+//!
+//! Errors reach JavaScript as `Error` objects with a stable `code` (see [`error::Code`]); no
+//! input a page can pass makes this crate panic (a panic would kill the wasm instance).
+
+mod error;
+mod generation;
+mod options;
+mod pacing;
+mod session;
+
+use std::cell::{Cell, RefCell};
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use runahead_gguf::GgufFile;
+use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_model::LanguageModel;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use crate::error::{Code, WebError};
+use crate::options::{GenerateOptions, LoadOptions};
+use crate::pacing::Paced;
+use crate::session::Session;
+
+/// A model loaded onto the GPU, ready to generate.
+#[wasm_bindgen]
+pub struct Engine {
+    session: Rc<Session>,
+    /// The weights and KV cache; taken out while a generation runs, which is what makes a
+    /// second `generate` fail with "busy" instead of interleaving with the first.
+    model: Rc<RefCell<Option<GpuModel>>>,
+    /// Set by `cancel()`, read after every verified token.
+    cancel: Rc<Cell<bool>>,
+}
+
+#[wasm_bindgen]
+impl Engine {
+    /// Opens a WebGPU device, checks its limits, reads the GGUF bytes and uploads the weights.
+    /// `options`: `{context?: number}` (KV cache size in tokens).
+    pub async fn load(bytes: Vec<u8>, options: JsValue) -> Result<Engine, JsValue> {
+        console_error_panic_hook::set_once();
+        Ok(load_engine(bytes, &options).await?)
+    }
+
+    /// Architecture, sizes, tensor types, special tokens, whether a chat template is present,
+    /// and the adapter in use.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        Ok(to_js(&self.session.info)?)
+    }
+
+    /// Token ids of `text`, tokenized as is (control tokens in the text are recognized).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, JsValue> {
+        let ids = self
+            .session
+            .tokenizer
+            .encode(text)
+            .map_err(WebError::from)?;
+        Ok(ids)
+    }
+
+    /// Generates a continuation of `prompt` and resolves to `{tokens, text, stats}`, the object
+    /// `runahead generate --json` prints. `options`: `{maxTokens, temperature, topK, topP, seed,
+    /// draft, chat}`. `onToken(text, tokenId, fromDraft)` is called for every verified token;
+    /// returning `false` stops the generation like `cancel()` does.
+    pub fn generate(
+        &self,
+        prompt: String,
+        options: JsValue,
+        on_token: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        // Taken synchronously, so `generate(); cancel();` in one turn cancels this generation
+        // and a second `generate` is refused before it could reset the flag.
+        let Some(mut model) = self.model.borrow_mut().take() else {
+            let busy = WebError::new(
+                Code::Busy,
+                "a generation is already running: await it or cancel() it first",
+            );
+            return js_sys::Promise::reject(&busy.into());
+        };
+        self.cancel.set(false);
+        let session = self.session.clone();
+        let slot = self.model.clone();
+        let cancel = self.cancel.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let result = run_generation(
+                &mut model,
+                &session,
+                &prompt,
+                &options,
+                on_token.as_ref(),
+                &cancel,
+            )
+            .await;
+            *slot.borrow_mut() = Some(model);
+            Ok(result?)
+        })
+    }
+
+    /// Stops the running generation after the token being verified; its promise resolves with
+    /// `stats.stop_reason == "cancelled"` and the engine stays usable. No-op when idle.
+    pub fn cancel(&self) {
+        self.cancel.set(true);
+    }
+
+    /// Whether a generation is running.
+    #[wasm_bindgen(getter, js_name = isGenerating)]
+    pub fn is_generating(&self) -> bool {
+        self.model.borrow().is_none()
+    }
+}
+
+async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebError> {
+    let options: LoadOptions = options::from_js(options)?;
+    if options.context == Some(0) {
+        return Err(WebError::new(
+            Code::InvalidOption,
+            "context must be at least 1",
+        ));
+    }
+    if !has_webgpu() {
+        return Err(WebError::new(
+            Code::NoWebGpu,
+            "this browser does not expose WebGPU (navigator.gpu is missing): use a recent \
+             Chrome, Edge or Safari, or enable WebGPU in the browser's settings",
+        ));
+    }
+    let file = GgufFile::from_bytes(bytes)?;
+    let mut session = Session::new(&file)?;
+    let ctx = GpuContext::new(GpuOptions::default()).await?;
+    let model = GpuModel::load(&ctx, &file, options.context)?;
+    ctx.check()?;
+    session.set_engine(model.capacity(), &ctx.adapter_info);
+    Ok(Engine {
+        session: Rc::new(session),
+        model: Rc::new(RefCell::new(Some(model))),
+        cancel: Rc::new(Cell::new(false)),
+    })
+}
+
+async fn run_generation(
+    model: &mut GpuModel,
+    session: &Session,
+    prompt: &str,
+    options: &JsValue,
+    on_token: Option<&js_sys::Function>,
+    cancel: &Cell<bool>,
+) -> Result<JsValue, WebError> {
+    let opts: GenerateOptions = options::from_js(options)?;
+    generation::validate(&opts)?;
+    let prompt = session.prompt_tokens(prompt, opts.chat)?;
+    let mut thrown = None;
+    let on_piece = |text: &str, token: u32, from_draft: bool| {
+        if let Some(f) = on_token {
+            let args = (JsValue::from(text), token.into(), from_draft.into());
+            match f.call3(&JsValue::NULL, &args.0, &args.1, &args.2) {
+                Ok(v) if v.as_bool() == Some(false) => return ControlFlow::Break(()),
+                Ok(_) => {}
+                Err(e) => {
+                    thrown = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        if cancel.get() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let mut paced = Paced { inner: model };
+    let out = generation::run(
+        &mut paced,
+        &session.tokenizer,
+        &prompt,
+        &opts,
+        "gpu",
+        on_piece,
+    )
+    .await?;
+    if let Some(cause) = thrown {
+        let what = cause
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| cause.as_string())
+            .unwrap_or_else(|| "a non-Error value".into());
+        return Err(WebError {
+            code: Code::Callback,
+            message: format!("the onToken callback threw: {what}"),
+            cause: Some(cause),
+        });
+    }
+    to_js(&out)
+}
+
+/// Whether `navigator.gpu` exists (checked first: wgpu's own error for it is less clear).
+fn has_webgpu() -> bool {
+    let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into());
+    navigator
+        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
+        .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
+}
+
+/// A plain JavaScript object with the same fields.
+fn to_js(value: &impl Serialize) -> Result<JsValue, WebError> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| WebError::new(Code::Internal, format!("serializing a result: {e}")))?;
+    js_sys::JSON::parse(&json)
+        .map_err(|_| WebError::new(Code::Internal, "parsing a serialized result"))
+}

@@ -1,0 +1,99 @@
+//! Options objects passed from JavaScript. They cross the boundary as JSON (they are plain
+//! numbers, strings and booleans), so a typo in a field name is reported instead of ignored.
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use wasm_bindgen::JsValue;
+
+use crate::error::{Code, WebError};
+
+/// `Engine.load(bytes, options)`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadOptions {
+    /// KV cache size in tokens (default: the GPU engine's 4096, capped by the model's
+    /// trained context).
+    pub context: Option<usize>,
+}
+
+/// `engine.generate(prompt, options, onToken)`; defaults are the CLI's.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct GenerateOptions {
+    pub max_tokens: usize,
+    /// 0 is greedy.
+    pub temperature: f32,
+    /// 0 keeps every token.
+    pub top_k: usize,
+    pub top_p: f32,
+    pub seed: u64,
+    /// Drafter name (`none`, `ngram`, `suffix`, `auto`).
+    pub draft: String,
+    /// Wrap the prompt in the model's chat template as one user message.
+    pub chat: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 128,
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+            draft: "none".into(),
+            chat: false,
+        }
+    }
+}
+
+/// Reads an options object; `undefined` and `null` give the defaults.
+pub fn from_js<T: DeserializeOwned + Default>(value: &JsValue) -> Result<T, WebError> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(T::default());
+    }
+    let json = js_sys::JSON::stringify(value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| {
+            WebError::new(
+                Code::InvalidOption,
+                "options must be a plain object of numbers, strings and booleans",
+            )
+        })?;
+    from_json(&json)
+}
+
+/// The JSON half of [`from_js`].
+pub fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, WebError> {
+    serde_json::from_str(json)
+        .map_err(|e| WebError::new(Code::InvalidOption, format!("invalid options: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camel_case_fields_and_defaults() {
+        let o: GenerateOptions =
+            from_json(r#"{"maxTokens": 4, "topP": 0.5, "draft": "ngram"}"#).expect("valid options");
+        assert_eq!(o.max_tokens, 4);
+        assert_eq!(o.top_p, 0.5);
+        assert_eq!(o.draft, "ngram");
+        assert_eq!(o.temperature, 0.0);
+        let l: LoadOptions = from_json(r#"{"context": 512}"#).expect("valid options");
+        assert_eq!(l.context, Some(512));
+    }
+
+    #[test]
+    fn typos_and_wrong_types_are_reported() {
+        let typo = from_json::<GenerateOptions>(r#"{"max_tokens": 4}"#).unwrap_err();
+        assert_eq!(typo.code, Code::InvalidOption);
+        assert!(typo.message.contains("max_tokens"), "{}", typo.message);
+        let negative = from_json::<GenerateOptions>(r#"{"maxTokens": -1}"#).unwrap_err();
+        assert_eq!(negative.code, Code::InvalidOption);
+        let fraction = from_json::<LoadOptions>(r#"{"context": 1.5}"#).unwrap_err();
+        assert_eq!(fraction.code, Code::InvalidOption);
+    }
+}

@@ -1,0 +1,67 @@
+//! Gives the page a turn before every forward pass, so input events are handled and streamed
+//! tokens are painted while a generation runs on the same thread.
+
+use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, Result};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+// scheduler.yield() (Chromium 129+) resumes ahead of other queued tasks; elsewhere a
+// MessageChannel message is a task that, unlike a nested setTimeout(0), is not clamped to 4 ms.
+#[wasm_bindgen(inline_js = "
+export function yieldToEventLoop() {
+  const s = globalThis.scheduler;
+  if (s && typeof s.yield === 'function') return s.yield();
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => { channel.port1.close(); resolve(); };
+    channel.port2.postMessage(null);
+  });
+}
+")]
+extern "C" {
+    #[wasm_bindgen(js_name = yieldToEventLoop)]
+    fn yield_to_event_loop() -> js_sys::Promise;
+}
+
+/// Returns after the browser has had a chance to run other tasks (and render).
+pub async fn yield_now() {
+    // The promise never rejects; if it did, not yielding once is harmless.
+    let _ = JsFuture::from(yield_to_event_loop()).await;
+}
+
+/// A model that yields to the event loop before each forward pass.
+pub struct Paced<'a, M> {
+    pub inner: &'a mut M,
+}
+
+impl<M: LanguageModel> LanguageModel for Paced<'_, M> {
+    fn config(&self) -> &ModelConfig {
+        self.inner.config()
+    }
+
+    fn cache_len(&self) -> usize {
+        self.inner.cache_len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+
+    async fn forward(&mut self, batch: &Batch) -> Result<Logits> {
+        yield_now().await;
+        self.inner.forward(batch).await
+    }
+
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        yield_now().await;
+        self.inner.forward_argmax(batch).await
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.inner.truncate(len)
+    }
+
+    fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {
+        self.inner.compact(base, keep)
+    }
+}

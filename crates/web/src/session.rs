@@ -1,0 +1,147 @@
+//! What the engine keeps about a loaded model besides its weights on the GPU: the tokenizer,
+//! the chat template and a description for `info()`. Read once from the GGUF metadata, the same
+//! way the CLI does (crates/cli/src/commands.rs), so the file's bytes can be dropped after load.
+
+use std::collections::BTreeMap;
+
+use runahead_gguf::GgufFile;
+use runahead_model::{ChatMessage, ChatTemplate, ModelConfig, ModelError, Tokenizer};
+use serde::Serialize;
+
+use crate::error::{Code, WebError};
+
+/// `engine.info()`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    /// `general.name`, when the file has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `general.architecture` (`llama`, `qwen2`).
+    pub architecture: String,
+    pub layers: usize,
+    pub embedding: usize,
+    pub feed_forward: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub vocab: usize,
+    /// KV cache size of this engine, in tokens.
+    pub context: usize,
+    /// Context the model was trained for.
+    pub trained_context: usize,
+    pub parameters: u64,
+    /// Tensor count per GGML type (`Q4_1: 120, F32: 61`).
+    pub tensor_types: BTreeMap<String, usize>,
+    pub chat_template: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bos: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eos: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_of_turn: Option<u32>,
+    /// The WebGPU adapter the model runs on.
+    pub adapter: String,
+}
+
+pub struct Session {
+    pub tokenizer: Tokenizer,
+    /// `None` when the model has no `tokenizer.chat_template`.
+    template: Option<ChatTemplate>,
+    pub info: ModelInfo,
+}
+
+/// Metadata problems in a file that parsed as GGUF mean "a model this engine cannot run".
+fn unsupported(e: ModelError) -> WebError {
+    match e {
+        ModelError::Gguf(_)
+        | ModelError::Tokenizer(_)
+        | ModelError::Config(_)
+        | ModelError::ChatTemplate(_) => WebError::new(Code::UnsupportedModel, e.to_string()),
+        other => other.into(),
+    }
+}
+
+impl Session {
+    /// Reads tokenizer, template and description (the engine's part of the description is
+    /// filled in by [`Session::set_engine`] once the weights are on the GPU).
+    pub fn new(file: &GgufFile) -> Result<Self, WebError> {
+        let meta = &file.header.metadata;
+        let vocab = file
+            .tensor_info("token_embd.weight")
+            .map(|t| t.shape.get(1).copied().unwrap_or(0) as usize)
+            .map_err(|e| unsupported(e.into()))?;
+        let config = ModelConfig::from_metadata(meta, vocab).map_err(unsupported)?;
+        let tokenizer = Tokenizer::from_metadata(meta).map_err(unsupported)?;
+        let template = match meta.str("tokenizer.chat_template") {
+            Ok(source) => {
+                let special = |id: Option<u32>| id.map(|i| tokenizer.token_text(i));
+                let bos = special(tokenizer.bos).unwrap_or_default();
+                let eos = special(tokenizer.eos).unwrap_or_default();
+                Some(ChatTemplate::new(source, &bos, &eos).map_err(unsupported)?)
+            }
+            Err(_) => None,
+        };
+        let mut tensor_types = BTreeMap::new();
+        for t in &file.header.tensors {
+            *tensor_types.entry(t.ty.to_string()).or_default() += 1;
+        }
+        let info = ModelInfo {
+            name: meta.str("general.name").ok().map(str::to_owned),
+            architecture: meta
+                .str("general.architecture")
+                .unwrap_or_default()
+                .to_owned(),
+            layers: config.n_layers,
+            embedding: config.n_embd,
+            feed_forward: config.n_ff,
+            heads: config.n_heads,
+            kv_heads: config.n_kv_heads,
+            vocab: config.vocab_size,
+            context: 0,
+            trained_context: config.context_length,
+            parameters: file.header.tensors.iter().map(|t| t.n_elements()).sum(),
+            tensor_types,
+            chat_template: template.is_some(),
+            bos: tokenizer.bos,
+            eos: tokenizer.eos,
+            end_of_turn: tokenizer.eot,
+            adapter: String::new(),
+        };
+        Ok(Session {
+            tokenizer,
+            template,
+            info,
+        })
+    }
+
+    /// Records the engine the weights went to.
+    pub fn set_engine(&mut self, context: usize, adapter: &str) {
+        self.info.context = context;
+        self.info.adapter = adapter.to_owned();
+    }
+
+    /// Token ids of `prompt`: raw (tokenized as is) or, with `chat`, wrapped by the model's
+    /// chat template as one user message, as `runahead generate [--chat]` does.
+    pub fn prompt_tokens(&self, prompt: &str, chat: bool) -> Result<Vec<u32>, WebError> {
+        let text = if chat {
+            let template = self.template.as_ref().ok_or_else(|| {
+                WebError::new(
+                    Code::ChatTemplate,
+                    "chat: the model has no chat template (tokenizer.chat_template); \
+                     send the prompt raw instead",
+                )
+            })?;
+            template.render(&[ChatMessage::new("user", prompt)], true)?
+        } else {
+            prompt.to_owned()
+        };
+        let ids = self.tokenizer.encode(&text)?;
+        if ids.is_empty() {
+            return Err(WebError::new(
+                Code::EmptyPrompt,
+                "the prompt is empty: give some text",
+            ));
+        }
+        Ok(ids)
+    }
+}

@@ -1,0 +1,247 @@
+//! The `Engine` class in headless Chromium on WebGPU (SwiftShader on CI), called the way the
+//! npm package calls it: a generated model's greedy output against the CPU reference in the same
+//! wasm instance, drafting, cancellation, and the error codes pages rely on.
+//! Run with `scripts/wasm.sh test`.
+
+#![cfg(target_arch = "wasm32")]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use runahead_gguf::GgufFile;
+use runahead_model::testing::TinyModel;
+use runahead_model::{argmax, Batch, CpuModel, LanguageModel, Tokenizer};
+use runahead_web::Engine;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const PROMPT: &str = "the cat sat on the mat, the cat sat on the";
+const CONTEXT: usize = 96;
+
+fn options(json: &str) -> JsValue {
+    js_sys::JSON::parse(json).expect("test options are valid JSON")
+}
+
+fn field(value: &JsValue, path: &[&str]) -> JsValue {
+    path.iter().fold(value.clone(), |v, key| {
+        js_sys::Reflect::get(&v, &(*key).into()).unwrap_or(JsValue::UNDEFINED)
+    })
+}
+
+fn code(error: &JsValue) -> String {
+    field(error, &["code"]).as_string().unwrap_or_default()
+}
+
+fn token_ids(result: &JsValue) -> Vec<u32> {
+    js_sys::Array::from(&field(result, &["tokens"]))
+        .iter()
+        .map(|t| t.as_f64().unwrap_or(-1.0) as u32)
+        .collect()
+}
+
+async fn load(bytes: Vec<u8>) -> Result<Engine, JsValue> {
+    Engine::load(bytes, options(&format!(r#"{{"context": {CONTEXT}}}"#))).await
+}
+
+/// Greedy decoding on the CPU reference, one token per forward, stopping like the engine does.
+async fn cpu_greedy(bytes: Vec<u8>, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
+    let file = GgufFile::from_bytes(bytes).expect("tiny GGUF");
+    let tokenizer = Tokenizer::from_metadata(&file.header.metadata).expect("tokenizer");
+    let mut cpu = CpuModel::load(&file, Some(CONTEXT)).expect("CPU model");
+    let logits = cpu
+        .forward(&Batch::causal(prompt, 0))
+        .await
+        .expect("prefill");
+    let mut next = logits.argmax(logits.n_rows() - 1);
+    let mut out = vec![next];
+    while out.len() < max_tokens && !tokenizer.is_end(next) {
+        let pos = cpu.cache_len();
+        let logits = cpu
+            .forward(&Batch::causal(&[next], pos))
+            .await
+            .expect("step");
+        next = argmax(logits.row(0));
+        out.push(next);
+    }
+    out
+}
+
+/// What the `onToken` callback saw.
+#[derive(Default)]
+struct Seen {
+    tokens: Vec<u32>,
+    from_draft: usize,
+    text: String,
+}
+
+type OnToken = Closure<dyn FnMut(String, u32, bool) -> bool>;
+
+/// A callback that records tokens and runs `after(count)` after each one; its return value is
+/// what the callback returns (false stops the generation).
+fn recorder(seen: Rc<RefCell<Seen>>, mut after: impl FnMut(usize) -> bool + 'static) -> OnToken {
+    Closure::new(move |text: String, token: u32, from_draft: bool| {
+        let count = {
+            let mut s = seen.borrow_mut();
+            s.tokens.push(token);
+            s.from_draft += from_draft as usize;
+            s.text.push_str(&text);
+            s.tokens.len()
+        };
+        after(count)
+    })
+}
+
+async fn run(engine: &Engine, opts: &str, on_token: Option<&OnToken>) -> Result<JsValue, JsValue> {
+    let callback = on_token.map(|c| c.as_ref().unchecked_ref::<js_sys::Function>().clone());
+    JsFuture::from(engine.generate(PROMPT.into(), options(opts), callback)).await
+}
+
+#[wasm_bindgen_test]
+async fn greedy_generation_streams_the_cpu_reference_tokens_and_cancels_cleanly() {
+    let bytes = TinyModel::llama().to_gguf();
+    let engine = Rc::new(load(bytes.clone()).await.expect("engine loads"));
+    let info = engine.info().expect("info");
+    assert_eq!(
+        field(&info, &["architecture"]).as_string().as_deref(),
+        Some("llama")
+    );
+    assert_eq!(field(&info, &["context"]).as_f64(), Some(CONTEXT as f64));
+    assert_eq!(field(&info, &["chatTemplate"]).as_bool(), Some(true));
+
+    let prompt = engine.tokenize(PROMPT).expect("tokenize");
+    let want = cpu_greedy(bytes, &prompt, 24).await;
+    assert!(want.len() > 4, "the reference ended early: {want:?}");
+
+    for draft in ["none", "ngram"] {
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let on_token = recorder(seen.clone(), |_| true);
+        let opts = format!(r#"{{"maxTokens": 24, "draft": "{draft}"}}"#);
+        let result = run(&engine, &opts, Some(&on_token))
+            .await
+            .expect("generate");
+        let seen = seen.borrow();
+        assert_eq!(token_ids(&result), want, "draft {draft}: result tokens");
+        assert_eq!(seen.tokens, want, "draft {draft}: streamed tokens");
+        let accepted = field(&result, &["stats", "accepted"]).as_f64();
+        assert_eq!(Some(seen.from_draft as f64), accepted, "draft {draft}");
+        let stats = field(&result, &["stats"]);
+        assert_eq!(
+            field(&stats, &["prompt_tokens"]).as_f64(),
+            Some(prompt.len() as f64)
+        );
+        assert_eq!(
+            field(&stats, &["draft"]).as_string().as_deref(),
+            Some(draft)
+        );
+        assert_eq!(
+            field(&stats, &["backend"]).as_string().as_deref(),
+            Some("gpu")
+        );
+    }
+
+    // cancel() from inside the stream after 3 tokens; a second generate meanwhile is refused.
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let refused: Rc<RefCell<Option<js_sys::Promise>>> = Rc::default();
+    let on_token = {
+        let (engine, refused) = (engine.clone(), refused.clone());
+        recorder(seen.clone(), move |count| {
+            if count == 3 {
+                engine.cancel();
+                *refused.borrow_mut() = Some(engine.generate("x".into(), JsValue::UNDEFINED, None));
+            }
+            true
+        })
+    };
+    assert!(!engine.is_generating());
+    let result = run(&engine, r#"{"maxTokens": 24}"#, Some(&on_token))
+        .await
+        .expect("cancelled");
+    let stop = field(&result, &["stats", "stop_reason"]).as_string();
+    assert_eq!(stop.as_deref(), Some("cancelled"));
+    assert_eq!(token_ids(&result), want[..3]);
+    let busy = refused
+        .borrow_mut()
+        .take()
+        .expect("second generate attempted");
+    let busy = JsFuture::from(busy)
+        .await
+        .expect_err("second generate refused");
+    assert_eq!(code(&busy), "busy");
+
+    // The callback returning false stops too; then the engine generates from scratch again.
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let on_token = recorder(seen.clone(), |count| count < 2);
+    let result = run(&engine, r#"{"maxTokens": 24}"#, Some(&on_token))
+        .await
+        .expect("stopped");
+    assert_eq!(token_ids(&result), want[..2]);
+    let result = run(&engine, r#"{"maxTokens": 24}"#, None)
+        .await
+        .expect("generates again");
+    assert_eq!(token_ids(&result), want);
+    assert!(!engine.is_generating());
+}
+
+#[wasm_bindgen_test]
+async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
+    for bytes in [
+        b"not a model".to_vec(),
+        b"GGUF\x03\0\0\0\xff\xff\xff\xff".to_vec(),
+    ] {
+        let error = load(bytes)
+            .await
+            .err()
+            .expect("malformed bytes are refused");
+        assert_eq!(code(&error), "gguf", "{error:?}");
+        assert!(error.is_instance_of::<js_sys::Error>());
+    }
+    let error = Engine::load(TinyModel::llama().to_gguf(), options(r#"{"context": 0}"#))
+        .await
+        .err()
+        .expect("context 0 is refused");
+    assert_eq!(code(&error), "invalid_option");
+
+    let engine = load(TinyModel::qwen2().to_gguf())
+        .await
+        .expect("engine loads");
+    let refused = [
+        (r#"{"temperature": -1}"#, "invalid_sampling"),
+        (r#"{"temperature": 0.8, "topP": 0}"#, "invalid_sampling"),
+        (r#"{"draft": "nope"}"#, "invalid_option"),
+        (r#"{"max_tokens": 3}"#, "invalid_option"),
+        (r#"{"maxTokens": "many"}"#, "invalid_option"),
+    ];
+    for (opts, want) in refused {
+        let error = run(&engine, opts, None).await.expect_err(opts);
+        assert_eq!(code(&error), want, "{opts}: {error:?}");
+    }
+    let long = "word ".repeat(CONTEXT);
+    let error = JsFuture::from(engine.generate(long, JsValue::UNDEFINED, None))
+        .await
+        .expect_err("prompt longer than the context");
+    assert_eq!(code(&error), "prompt_too_long");
+    let error = JsFuture::from(engine.generate(String::new(), JsValue::UNDEFINED, None))
+        .await
+        .expect_err("empty prompt");
+    assert_eq!(code(&error), "empty_prompt");
+
+    // A throwing callback ends the generation with code "callback" and the thrown value.
+    let throwing = js_sys::Function::new_with_args("text", "throw new TypeError('page bug')");
+    let error = JsFuture::from(engine.generate(PROMPT.into(), JsValue::UNDEFINED, Some(throwing)))
+        .await
+        .expect_err("callback threw");
+    assert_eq!(code(&error), "callback");
+    assert!(field(&error, &["cause"]).is_instance_of::<js_sys::TypeError>());
+
+    let result = run(
+        &engine,
+        r#"{"maxTokens": 3, "temperature": 0.7, "seed": 5}"#,
+        None,
+    )
+    .await
+    .expect("sampling still works after errors");
+    assert!(!token_ids(&result).is_empty());
+}
