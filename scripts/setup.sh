@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine needs to build and test runahead (see
-# shared/toolchain.md). Assumes rustup stable with clippy + rustfmt, python3 + pip, node + npm.
+# shared/toolchain.md). Assumes rustup stable with clippy + rustfmt, python3 + pip.
 # Idempotent: every step checks first and skips what is already there.
 #
 #   scripts/setup.sh
 #
 # Skip parts with environment variables (default: do everything):
-#   SETUP_SKIP_APT=1            Debian packages (wasm toolchain, lld, chromium, lavapipe)
+#   SETUP_SKIP_APT=1            Debian packages (wasm toolchain, lld, chromium, lavapipe, node)
 #   SETUP_SKIP_WASM_BINDGEN=1   cargo install wasm-bindgen-cli
 #   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B)
 set -euo pipefail
@@ -22,6 +22,11 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 # (lavapipe) run WebGPU / Vulkan on the CPU; pkg-config for crates with system libraries.
 APT_PACKAGES=(rustc-web cargo-web rust-web-src rust-web-clippy lld-22 chromium chromium-driver
   mesa-vulkan-drivers pkg-config)
+# Node.js and npm run the page-level tests (tests/e2e, playwright-core; node >= 18). Only when
+# missing: a NodeSource nodejs bundles npm and conflicts with Debian's npm package.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  APT_PACKAGES+=(nodejs npm)
+fi
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"

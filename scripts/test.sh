@@ -6,7 +6,8 @@
 #
 # Steps: models (the model files exist), fmt, clippy (native), wasm-clippy (wasm32 browser
 # crates, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
-# scripts/wasm.sh test), test (cargo test --workspace).
+# scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
+# playwright-core, against the native CLI; tests/e2e), test (cargo test --workspace).
 #
 # Tests run in cargo's test profile (no --release): Cargo.toml already builds it at opt-level 3,
 # it keeps debug assertions and overflow checks on, and it shares target/debug with
@@ -51,15 +52,23 @@ step_fmt() { cargo fmt --all -- --check; }
 step_clippy() { cargo clippy --workspace --all-targets -- -D warnings; }
 step_wasm_clippy() { "$root/scripts/wasm.sh" clippy; }
 step_browser() { "$root/scripts/wasm.sh" test; }
+step_e2e() {
+  # The reference: the native CLI, built in the test profile (optimized, and what the `test`
+  # step builds anyway). Then the npm package's wasm, and playwright-core from the lock file.
+  cargo build --profile test -p runahead-cli
+  "$root/scripts/wasm.sh" pkg
+  npm ci --prefix "$root/tests/e2e" --no-audit --no-fund
+  RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test "$root/tests/e2e/demo.test.mjs"
+}
 step_test() { cargo test --workspace; }
 
-ALL_STEPS=(models fmt clippy wasm-clippy browser test)
+ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 
 for s in "${steps[@]}"; do
   case "$s" in
-    models | fmt | clippy | wasm-clippy | browser | test) ;;
+    models | fmt | clippy | wasm-clippy | browser | e2e | test) ;;
     *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
   esac
 done

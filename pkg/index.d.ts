@@ -1,0 +1,139 @@
+/** Stable error codes (see README.md, "Errors"). */
+export type RunaheadErrorCode =
+  | 'no_webgpu'
+  | 'adapter_limits'
+  | 'device_lost'
+  | 'out_of_memory'
+  | 'gpu'
+  | 'gguf'
+  | 'unsupported_model'
+  | 'chat_template'
+  | 'tokenizer'
+  | 'empty_prompt'
+  | 'prompt_too_long'
+  | 'invalid_sampling'
+  | 'invalid_option'
+  | 'cancelled'
+  | 'busy'
+  | 'fetch'
+  | 'invalid_source'
+  | 'wasm'
+  | 'internal';
+
+export class RunaheadError extends Error {
+  readonly name: 'RunaheadError';
+  readonly code: RunaheadErrorCode;
+}
+
+export interface LoadProgress {
+  /** Bytes read so far. */
+  loaded: number;
+  /** Size of the model in bytes, when known. */
+  total?: number;
+}
+
+export interface LoadOptions {
+  /** KV cache size in tokens (default 4096, capped by the model's trained context). */
+  context?: number;
+  onProgress?: (progress: LoadProgress) => void;
+  signal?: AbortSignal;
+  /** Where to fetch runahead_bg.wasm from (default: next to this package's files). */
+  wasmUrl?: string | URL;
+}
+
+export interface GenerateOptions {
+  /** Default 128. */
+  maxTokens?: number;
+  /** 0 (the default) is greedy. */
+  temperature?: number;
+  /** 0 (the default) keeps every token. */
+  topK?: number;
+  /** 1 (the default) keeps every token. */
+  topP?: number;
+  /** Seed of the sampler (default 0): same seed, same output. */
+  seed?: number;
+  /** Drafter for speculative decoding; the output is the same with any drafter. */
+  draft?: 'none' | 'ngram';
+  /** Wrap the prompt in the model's chat template as one user message. */
+  chat?: boolean;
+  /** Aborting stops the generation after the token being verified. */
+  signal?: AbortSignal;
+}
+
+/** One verified token. */
+export interface Chunk {
+  /** The text this token completes ("" for end tokens and unfinished characters). */
+  text: string;
+  token: number;
+  /** Proposed by the drafter and accepted by the model. */
+  fromDraft: boolean;
+}
+
+/** The same fields as `runahead generate --json` prints. */
+export interface GenerationStats {
+  prompt_tokens: number;
+  generated_tokens: number;
+  /** Forward passes of the model after the prompt. */
+  target_forwards: number;
+  drafted: number;
+  accepted: number;
+  prefill_seconds: number;
+  decode_seconds: number;
+  /** Generated tokens over decoding time (prefill excluded). */
+  tokens_per_second: number;
+  backend: 'gpu';
+  draft: string;
+  stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled';
+}
+
+export interface GenerationResult {
+  tokens: number[];
+  text: string;
+  stats: GenerationStats;
+}
+
+export interface Generation extends AsyncIterable<Chunk> {
+  readonly result: Promise<GenerationResult>;
+  readonly stats: Promise<GenerationStats>;
+  cancel(): void;
+}
+
+export interface ModelInfo {
+  name?: string;
+  architecture: string;
+  layers: number;
+  embedding: number;
+  feedForward: number;
+  heads: number;
+  kvHeads: number;
+  vocab: number;
+  /** KV cache size of this engine, in tokens. */
+  context: number;
+  trainedContext: number;
+  parameters: number;
+  /** Tensor count per GGML type. */
+  tensorTypes: Record<string, number>;
+  chatTemplate: boolean;
+  bos?: number;
+  eos?: number;
+  endOfTurn?: number;
+  adapter: string;
+}
+
+export class Runahead {
+  private constructor();
+  static load(
+    source: string | URL | Blob | ArrayBuffer | ArrayBufferView,
+    options?: LoadOptions,
+  ): Promise<Runahead>;
+  info(): ModelInfo;
+  tokenize(text: string): number[];
+  readonly generating: boolean;
+  generate(prompt: string, options?: GenerateOptions): Generation;
+  cancel(): void;
+  dispose(): void;
+}
+
+export function initialize(wasmUrl?: string | URL): Promise<unknown>;
+
+export default Runahead;
