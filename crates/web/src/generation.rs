@@ -124,6 +124,7 @@ mod tests {
 
     use super::*;
 
+    #[derive(Debug)]
     struct Run {
         out: Value,
         pieces: String,
@@ -188,6 +189,11 @@ mod tests {
             })
             .collect();
         assert_eq!(plain.pieces, streamed);
+        assert!(
+            ngram.out["stats"]["drafted"].as_u64() > Some(0),
+            "{}",
+            ngram.out
+        );
         // Tokens flagged as drafted are exactly the accepted draft tokens.
         assert_eq!(
             Some(ngram.from_draft as u64),
