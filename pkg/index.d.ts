@@ -53,7 +53,12 @@ export interface GenerateOptions {
   /** Seed of the sampler (default 0): same seed, same output. */
   seed?: number;
   /** Drafter for speculative decoding; the output is the same with any drafter. */
-  draft?: 'none' | 'ngram';
+  draft?: 'none' | 'ngram' | 'suffix' | 'auto';
+  /**
+   * Draft tokens verified per step: "auto" (the default: the device's verification cost,
+   * measured once per model, weighed against the running acceptance) or a fixed number.
+   */
+  depth?: 'auto' | number;
   /** Wrap the prompt in the model's chat template as one user message. */
   chat?: boolean;
   /** Aborting stops the generation after the token being verified. */
@@ -84,12 +89,22 @@ export interface GenerationStats {
   backend: 'gpu';
   draft: string;
   stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled';
+  /** Accepted over drafted tokens (0 without drafts). */
+  acceptance_rate: number;
+  /** Accepted draft tokens per verified draft. */
+  mean_accepted_length: number;
+  /** Target forward passes per generated token (1 for plain decoding, lower is better). */
+  target_forwards_per_token: number;
+  /** Per drafter that proposed (auto lists the ones it chose). */
+  drafters: { name: string; steps: number; drafted: number; accepted: number; draft_seconds: number }[];
 }
 
 export interface GenerationResult {
   tokens: number[];
   text: string;
   stats: GenerationStats;
+  /** Per token: "draft" (proposed and accepted) or "target" (the model's own next token). */
+  provenance: ('draft' | 'target')[];
 }
 
 export interface Generation extends AsyncIterable<Chunk> {

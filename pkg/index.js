@@ -230,7 +230,8 @@ export class Runahead {
 
   /**
    * Starts generating after `prompt`. Options: `maxTokens`, `temperature`, `topK`, `topP`,
-   * `seed`, `draft` ("none" | "ngram"), `chat`, `signal`. Iterate the result with `for await`
+   * `seed`, `draft` ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`,
+   * `signal`. Iterate the result with `for await`
    * to get `{text, token, fromDraft}` chunks; `.stats` and `.result` resolve when it ends.
    */
   generate(prompt, options = {}) {

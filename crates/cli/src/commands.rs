@@ -7,8 +7,7 @@ use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
-use runahead_speculate::{generate_with, GenerateOptions, Provenance, SamplingParams};
-use serde_json::json;
+use runahead_speculate::{generate_with, generation_json, GenerateOptions, SamplingParams};
 
 use crate::drafting::{build_drafter, depth, DraftBackend, DraftSpec};
 use crate::{Backend, GenerateArgs};
@@ -191,40 +190,8 @@ fn run<M: LanguageModel>(
         },
     ))?;
     let s = &result.stats;
-    let text_tokens: Vec<u32> = result
-        .tokens
-        .iter()
-        .copied()
-        .filter(|&t| !tok.is_end(t))
-        .collect();
     if args.json {
-        let out = json!({
-            "tokens": result.tokens,
-            "text": tok.decode(&text_tokens),
-            "stats": {
-                "prompt_tokens": s.prompt_tokens,
-                "generated_tokens": s.generated_tokens,
-                "target_forwards": s.target_forwards,
-                "drafted": s.drafted,
-                "accepted": s.accepted,
-                "prefill_seconds": s.prefill_seconds,
-                "decode_seconds": s.decode_seconds,
-                "tokens_per_second": s.tokens_per_second(),
-                "backend": args.backend.name(),
-                "draft": args.draft,
-                "stop_reason": result.stop.as_str(),
-                "acceptance_rate": s.acceptance_rate(),
-                "mean_accepted_length": s.mean_accepted_length(),
-                "target_forwards_per_token": 1.0 / s.tokens_per_forward().max(f64::MIN_POSITIVE),
-                "drafters": s.drafters.iter().map(|d| json!({
-                    "name": d.name, "steps": d.steps, "drafted": d.drafted,
-                    "accepted": d.accepted, "draft_seconds": d.draft_seconds,
-                })).collect::<Vec<_>>(),
-            },
-            "provenance": result.provenance.iter()
-                .map(|p| if *p == Provenance::Draft { "draft" } else { "target" })
-                .collect::<Vec<_>>(),
-        });
+        let out = generation_json(&result, tok, args.backend.name(), &args.draft);
         println!("{out}");
     } else {
         let _ = stdout.write_all(decoder.finish().as_bytes());

@@ -8,6 +8,7 @@ mod draft;
 mod drafter;
 mod generate;
 mod model_drafter;
+mod report;
 mod sampling;
 mod suffix;
 mod verify;
@@ -21,6 +22,7 @@ pub use generate::{
     Stats, StopReason, MAX_DRAFT,
 };
 pub use model_drafter::ModelDrafter;
+pub use report::generation_json;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams};
 pub use suffix::{SuffixDrafter, SuffixTrie};
 pub use verify::{verification_batch, verify, walk_greedy, walk_sampling, Rejection, Verdict};

@@ -110,7 +110,8 @@ impl From<ModelError> for WebError {
             ModelError::UnsupportedArchitecture(_)
             | ModelError::UnsupportedTensorType { .. }
             | ModelError::TensorShape { .. }
-            | ModelError::Config(_) => Code::UnsupportedModel,
+            | ModelError::Config(_)
+            | ModelError::IncompatibleDraft(_) => Code::UnsupportedModel,
             ModelError::Tokenizer(_) => Code::Tokenizer,
             ModelError::ChatTemplate(_) => Code::ChatTemplate,
             ModelError::ContextFull { .. } => Code::PromptTooLong,

@@ -1,47 +1,106 @@
-//! The one place that uses the decoding crate (`runahead-speculate`): it picks a drafter by
-//! name and runs the generation loop, turning tokens into UTF-8-safe text pieces as they are
-//! verified. When that crate's drafter interface changes, this file is what adapts.
+//! The one place that uses the decoding crate (`runahead-speculate`): it keeps the engine's
+//! drafters, picks one by name, chooses the verification depth and runs the generation loop,
+//! turning tokens into UTF-8-safe text pieces as they are verified. When that crate's drafter
+//! interface changes, this file is what adapts.
 
 use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
-use runahead_speculate::SamplingParams;
 use runahead_speculate::{
-    generate_with, AutoDrafter, Drafter, GenerateOptions, NgramDrafter, Provenance, SuffixDrafter,
+    calibrate, generate_with, generation_json, AutoDrafter, CostModel, Depth, Drafter,
+    GenerateOptions, NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::error::{Code, WebError};
-use crate::options;
+use crate::options::{self, DepthOption};
 
 /// Drafter names `generate` accepts.
 pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
 
-/// The drafter called `name`; `None` is plain decoding.
-fn drafter(name: &str) -> Result<Option<Box<dyn Drafter>>, WebError> {
-    match name {
-        "none" => Ok(None),
-        "ngram" => Ok(Some(Box::new(NgramDrafter::default()))),
-        "suffix" => Ok(Some(Box::new(SuffixDrafter::default()))),
-        "auto" => Ok(Some(Box::new(AutoDrafter::new(
-            SuffixDrafter::default(),
-            None,
-        )))),
-        other => Err(WebError::new(
-            Code::InvalidOption,
-            format!(
-                "draft: unknown drafter '{other}' (available: {})",
-                DRAFTERS.join(", ")
-            ),
-        )),
+/// An engine's drafters, kept across generations so that what they learn carries over from one
+/// `generate` to the next: the suffix drafter's global index of earlier outputs (a page that
+/// asks about the same document again drafts from its earlier answers), the n-gram drafter's
+/// acceptance per match length, and auto's running estimates. Also the target's measured
+/// verification cost, calibrated once.
+pub struct Drafters {
+    ngram: NgramDrafter,
+    suffix: SuffixDrafter,
+    auto: AutoDrafter,
+    /// Verification cost per block size on this device: measured by the first generation that
+    /// speculates with `depth: "auto"`, reused by the later ones.
+    cost: Option<CostModel>,
+}
+
+impl Default for Drafters {
+    fn default() -> Self {
+        Drafters {
+            ngram: NgramDrafter::default(),
+            suffix: SuffixDrafter::default(),
+            auto: AutoDrafter::new(SuffixDrafter::default(), None),
+            cost: None,
+        }
     }
+}
+
+impl Drafters {
+    /// The drafter called `name`; `None` is plain decoding.
+    fn get(&mut self, name: &str) -> Result<Option<&mut dyn Drafter>, WebError> {
+        check_drafter(name)?;
+        Ok(match name {
+            "ngram" => Some(&mut self.ngram),
+            "suffix" => Some(&mut self.suffix),
+            "auto" => Some(&mut self.auto),
+            _ => None,
+        })
+    }
+
+    /// The depth policy `opts` asks for; `"auto"` calibrates `model` the first time.
+    async fn depth<M: LanguageModel>(
+        &mut self,
+        opts: &options::GenerateOptions,
+        model: &mut M,
+    ) -> Result<Depth, WebError> {
+        match &opts.depth {
+            _ if opts.draft == "none" => Ok(Depth::default()),
+            DepthOption::Fixed(n) => Ok(Depth::Fixed(*n)),
+            DepthOption::Named(_) => {
+                if self.cost.is_none() {
+                    self.cost = Some(calibrate(model, 3).await?);
+                }
+                Ok(Depth::Adaptive(
+                    self.cost.clone().unwrap_or_else(CostModel::flat),
+                ))
+            }
+        }
+    }
+}
+
+fn check_drafter(name: &str) -> Result<(), WebError> {
+    if DRAFTERS.contains(&name) {
+        return Ok(());
+    }
+    Err(WebError::new(
+        Code::InvalidOption,
+        format!(
+            "draft: unknown drafter '{name}' (available: {})",
+            DRAFTERS.join(", ")
+        ),
+    ))
 }
 
 /// Checks what can be checked before the model is touched.
 pub fn validate(opts: &options::GenerateOptions) -> Result<(), WebError> {
     sampling(opts).validate()?;
-    drafter(&opts.draft)?;
-    Ok(())
+    check_drafter(&opts.draft)?;
+    match &opts.depth {
+        DepthOption::Fixed(n) if *n >= 1 => Ok(()),
+        DepthOption::Named(name) if name == "auto" => Ok(()),
+        other => Err(WebError::new(
+            Code::InvalidOption,
+            format!("depth: expected \"auto\" or a number of draft tokens >= 1, got {other}"),
+        )),
+    }
 }
 
 fn sampling(opts: &options::GenerateOptions) -> SamplingParams {
@@ -54,25 +113,26 @@ fn sampling(opts: &options::GenerateOptions) -> SamplingParams {
 }
 
 /// Generates after `prompt` and returns what `runahead generate --json` prints: `{tokens, text,
-/// stats}`, with `stats.backend` set to `backend`. `on_piece(text, token, from_draft)` sees each
-/// verified token with the text it completes (end tokens and bytes of an unfinished character
-/// give ""), and stops the generation by returning `Break`.
+/// stats, provenance}`, with `stats.backend` set to `backend`. `on_piece(text, token,
+/// from_draft)` sees each verified token with the text it completes (end tokens and bytes of an
+/// unfinished character give ""), and stops the generation by returning `Break`.
 pub async fn run<M: LanguageModel>(
     model: &mut M,
     tokenizer: &Tokenizer,
     prompt: &[u32],
     opts: &options::GenerateOptions,
+    drafters: &mut Drafters,
     backend: &str,
     mut on_piece: impl FnMut(&str, u32, bool) -> ControlFlow<()>,
 ) -> Result<Value, WebError> {
     validate(opts)?;
-    let mut boxed = drafter(&opts.draft)?;
-    let drafter = boxed.as_deref_mut();
     let generate_opts = GenerateOptions {
         max_tokens: opts.max_tokens,
         sampling: sampling(opts),
+        depth: drafters.depth(opts, model).await?,
         ..GenerateOptions::default()
     };
+    let drafter = drafters.get(&opts.draft)?;
     let mut decoder = tokenizer.decoder();
     let result = generate_with(
         model,
@@ -90,30 +150,7 @@ pub async fn run<M: LanguageModel>(
         },
     )
     .await?;
-    let text_tokens: Vec<u32> = result
-        .tokens
-        .iter()
-        .copied()
-        .filter(|&t| !tokenizer.is_end(t))
-        .collect();
-    let s = &result.stats;
-    Ok(json!({
-        "tokens": result.tokens,
-        "text": tokenizer.decode(&text_tokens),
-        "stats": {
-            "prompt_tokens": s.prompt_tokens,
-            "generated_tokens": s.generated_tokens,
-            "target_forwards": s.target_forwards,
-            "drafted": s.drafted,
-            "accepted": s.accepted,
-            "prefill_seconds": s.prefill_seconds,
-            "decode_seconds": s.decode_seconds,
-            "tokens_per_second": s.tokens_per_second(),
-            "backend": backend,
-            "draft": opts.draft,
-            "stop_reason": result.stop.as_str(),
-        }
-    }))
+    Ok(generation_json(&result, tokenizer, backend, &opts.draft))
 }
 
 #[cfg(test)]
@@ -144,12 +181,22 @@ mod tests {
     }
 
     fn generate(draft: &str, stop_after: Option<usize>) -> Result<Run, WebError> {
+        generate_with_drafters(draft, stop_after, &mut Drafters::default())
+    }
+
+    fn generate_with_drafters(
+        draft: &str,
+        stop_after: Option<usize>,
+        drafters: &mut Drafters,
+    ) -> Result<Run, WebError> {
         let file = tiny_file();
         let tokenizer = tiny_tokenizer();
         let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+        // A fixed depth: "auto" decides from timings, which would make the counts below vary.
         let opts = options::GenerateOptions {
             max_tokens: 24,
             draft: draft.into(),
+            depth: DepthOption::Fixed(8),
             ..Default::default()
         };
         let prompt = [5, 77, 120, 3, 260, 5, 77, 120];
@@ -163,7 +210,9 @@ mod tests {
                 _ => ControlFlow::Continue(()),
             }
         };
-        let out = pollster::block_on(run(&mut model, &tokenizer, &prompt, &opts, "cpu", on_piece))?;
+        let out = pollster::block_on(run(
+            &mut model, &tokenizer, &prompt, &opts, drafters, "cpu", on_piece,
+        ))?;
         Ok(Run {
             out,
             pieces,
@@ -200,6 +249,78 @@ mod tests {
             ngram.out["stats"]["accepted"].as_u64()
         );
         assert_eq!(plain.from_draft, 0);
+    }
+
+    #[test]
+    fn every_drafter_and_depth_gives_the_plain_tokens() {
+        let plain = generate("none", None).expect("plain");
+        for draft in DRAFTERS {
+            let run = generate(draft, None).expect("speculative");
+            assert_eq!(run.out["tokens"], plain.out["tokens"], "{draft}");
+            assert_eq!(run.out["stats"]["draft"], *draft);
+            let provenance = run.out["provenance"].as_array().expect("provenance");
+            assert_eq!(provenance.len(), tokens(&run.out).len(), "{draft}");
+        }
+        let mut drafters = Drafters::default();
+        for depth in [
+            DepthOption::Fixed(1),
+            DepthOption::Fixed(3),
+            DepthOption::Named("auto".into()),
+        ] {
+            let file = tiny_file();
+            let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+            let opts = options::GenerateOptions {
+                max_tokens: 24,
+                draft: "suffix".into(),
+                depth,
+                ..Default::default()
+            };
+            let out = pollster::block_on(run(
+                &mut model,
+                &tiny_tokenizer(),
+                &[5, 77, 120, 3, 260, 5, 77, 120],
+                &opts,
+                &mut drafters,
+                "cpu",
+                |_, _, _| ControlFlow::Continue(()),
+            ))
+            .expect("fixed depth");
+            assert_eq!(out["tokens"], plain.out["tokens"]);
+        }
+    }
+
+    #[test]
+    fn drafters_remember_earlier_generations() {
+        // The suffix drafter's global index holds the first answer, so asking again drafts
+        // from it: more accepted tokens in fewer target forwards, and the same tokens.
+        let mut drafters = Drafters::default();
+        let first = generate_with_drafters("suffix", None, &mut drafters).expect("first");
+        let again = generate_with_drafters("suffix", None, &mut drafters).expect("again");
+        assert_eq!(again.out["tokens"], first.out["tokens"]);
+        let stat = |r: &Run, k: &str| r.out["stats"][k].as_u64().expect("a count");
+        assert!(
+            stat(&again, "accepted") > stat(&first, "accepted"),
+            "first {}\nagain {}",
+            first.out["stats"],
+            again.out["stats"]
+        );
+        assert!(stat(&again, "target_forwards") < stat(&first, "target_forwards"));
+        // A fresh engine has not seen it.
+        let fresh = generate("suffix", None).expect("fresh");
+        assert_eq!(stat(&fresh, "accepted"), stat(&first, "accepted"));
+    }
+
+    #[test]
+    fn bad_depths_are_refused() {
+        for depth in [DepthOption::Fixed(0), DepthOption::Named("deep".into())] {
+            let opts = options::GenerateOptions {
+                depth,
+                ..Default::default()
+            };
+            let e = validate(&opts).unwrap_err();
+            assert_eq!(e.code, Code::InvalidOption);
+            assert!(e.message.contains("depth"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -23,17 +23,24 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::error::{Code, WebError};
+use crate::generation::Drafters;
 use crate::options::{GenerateOptions, LoadOptions};
 use crate::pacing::Paced;
 use crate::session::Session;
+
+/// What a generation needs exclusive use of.
+struct Loaded {
+    model: GpuModel,
+    drafters: Drafters,
+}
 
 /// A model loaded onto the GPU, ready to generate.
 #[wasm_bindgen]
 pub struct Engine {
     session: Rc<Session>,
-    /// The weights and KV cache; taken out while a generation runs, which is what makes a
-    /// second `generate` fail with "busy" instead of interleaving with the first.
-    model: Rc<RefCell<Option<GpuModel>>>,
+    /// The weights, KV cache and drafters; taken out while a generation runs, which is what
+    /// makes a second `generate` fail with "busy" instead of interleaving with the first.
+    slot: Rc<RefCell<Option<Loaded>>>,
     /// Set by `cancel()`, read after every verified token.
     cancel: Rc<Cell<bool>>,
 }
@@ -65,7 +72,7 @@ impl Engine {
 
     /// Generates a continuation of `prompt` and resolves to `{tokens, text, stats}`, the object
     /// `runahead generate --json` prints. `options`: `{maxTokens, temperature, topK, topP, seed,
-    /// draft, chat}`. `onToken(text, tokenId, fromDraft)` is called for every verified token;
+    /// draft, depth, chat}`. `onToken(text, tokenId, fromDraft)` is called for every verified token;
     /// returning `false` stops the generation like `cancel()` does.
     pub fn generate(
         &self,
@@ -75,7 +82,7 @@ impl Engine {
     ) -> js_sys::Promise {
         // Taken synchronously, so `generate(); cancel();` in one turn cancels this generation
         // and a second `generate` is refused before it could reset the flag.
-        let Some(mut model) = self.model.borrow_mut().take() else {
+        let Some(mut loaded) = self.slot.borrow_mut().take() else {
             let busy = WebError::new(
                 Code::Busy,
                 "a generation is already running: await it or cancel() it first",
@@ -84,11 +91,11 @@ impl Engine {
         };
         self.cancel.set(false);
         let session = self.session.clone();
-        let slot = self.model.clone();
+        let slot = self.slot.clone();
         let cancel = self.cancel.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let result = run_generation(
-                &mut model,
+                &mut loaded,
                 &session,
                 &prompt,
                 &options,
@@ -96,7 +103,7 @@ impl Engine {
                 &cancel,
             )
             .await;
-            *slot.borrow_mut() = Some(model);
+            *slot.borrow_mut() = Some(loaded);
             Ok(result?)
         })
     }
@@ -110,7 +117,7 @@ impl Engine {
     /// Whether a generation is running.
     #[wasm_bindgen(getter, js_name = isGenerating)]
     pub fn is_generating(&self) -> bool {
-        self.model.borrow().is_none()
+        self.slot.borrow().is_none()
     }
 }
 
@@ -137,13 +144,16 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
     session.set_engine(model.capacity(), &ctx.adapter_info);
     Ok(Engine {
         session: Rc::new(session),
-        model: Rc::new(RefCell::new(Some(model))),
+        slot: Rc::new(RefCell::new(Some(Loaded {
+            model,
+            drafters: Drafters::default(),
+        }))),
         cancel: Rc::new(Cell::new(false)),
     })
 }
 
 async fn run_generation(
-    model: &mut GpuModel,
+    loaded: &mut Loaded,
     session: &Session,
     prompt: &str,
     options: &JsValue,
@@ -172,12 +182,15 @@ async fn run_generation(
             ControlFlow::Continue(())
         }
     };
-    let mut paced = Paced { inner: model };
+    let mut paced = Paced {
+        inner: &mut loaded.model,
+    };
     let out = generation::run(
         &mut paced,
         &session.tokenizer,
         &prompt,
         &opts,
+        &mut loaded.drafters,
         "gpu",
         on_piece,
     )

@@ -31,6 +31,27 @@ pub struct GenerateOptions {
     pub draft: String,
     /// Wrap the prompt in the model's chat template as one user message.
     pub chat: bool,
+    /// Draft tokens verified per step: `"auto"` (the device's verification cost, measured at
+    /// the first speculative generation, weighed against the running acceptance) or a number.
+    pub depth: DepthOption,
+}
+
+/// `depth`: a number, or a name (only `"auto"` is valid; others are refused by validation with
+/// a message rather than by the parser's).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum DepthOption {
+    Fixed(usize),
+    Named(String),
+}
+
+impl std::fmt::Display for DepthOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DepthOption::Fixed(n) => write!(f, "{n}"),
+            DepthOption::Named(name) => write!(f, "\"{name}\""),
+        }
+    }
 }
 
 impl Default for GenerateOptions {
@@ -43,6 +64,7 @@ impl Default for GenerateOptions {
             seed: 0,
             draft: "none".into(),
             chat: false,
+            depth: DepthOption::Named("auto".into()),
         }
     }
 }
@@ -82,6 +104,9 @@ mod tests {
         assert_eq!(o.top_p, 0.5);
         assert_eq!(o.draft, "ngram");
         assert_eq!(o.temperature, 0.0);
+        assert_eq!(o.depth, DepthOption::Named("auto".into()));
+        let fixed: GenerateOptions = from_json(r#"{"depth": 4}"#).expect("valid options");
+        assert_eq!(fixed.depth, DepthOption::Fixed(4));
         let l: LoadOptions = from_json(r#"{"context": 512}"#).expect("valid options");
         assert_eq!(l.context, Some(512));
     }
