@@ -54,9 +54,10 @@ step_wasm_clippy() { "$root/scripts/wasm.sh" clippy; }
 step_browser() { "$root/scripts/wasm.sh" test; }
 step_e2e() {
   # The reference: the native CLI, built in the test profile (optimized, and what the `test`
-  # step builds anyway). Then the npm package's wasm, and playwright-core from the lock file.
+  # step builds anyway). Then the npm package's wasm, taken from the browser tests' build (no
+  # second wasm build), and playwright-core from the lock file.
   cargo build --profile test -p runahead-cli
-  "$root/scripts/wasm.sh" pkg
+  WASM_PKG_FROM_TESTS=1 "$root/scripts/wasm.sh" pkg
   npm ci --prefix "$root/tests/e2e" --no-audit --no-fund
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test "$root/tests/e2e/demo.test.mjs"
 }

@@ -81,13 +81,32 @@ case "$cmd" in
   pkg)
     # wasm-bindgen refuses a .wasm made with another version of the wasm-bindgen crate, with
     # a message naming both; scripts/setup.sh installs the one Cargo.lock asks for.
+    # WASM_PKG_FROM_TESTS=1 takes the .wasm the browser tests' build already made (optimized,
+    # with debug assertions) instead of compiling everything again for release: the e2e step of
+    # scripts/test.sh does that. The same cargo invocation as `test`, so nothing is rebuilt;
+    # cargo names the artifact in its JSON messages.
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
-    echo "wasm.sh: pkg: build --release ($TARGET) runahead-web"
-    "$CARGO" build --release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib "$@"
+    if [ "${WASM_PKG_FROM_TESTS:-0}" = 1 ]; then
+      echo "wasm.sh: pkg: from the browser tests' build ($TARGET) runahead-web"
+      wasm=$("$CARGO" test --no-run --message-format=json --target "$TARGET" \
+          "-Zbuild-std=std,panic_abort" -p runahead-gpu -p runahead-web --test browser "$@" |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "runahead_web" \
+            and "cdylib" in m["target"]["kind"]:
+        print(next(f for f in m["filenames"] if f.endswith(".wasm")))
+')
+      [ -n "$wasm" ] || die "pkg: cargo named no runahead_web .wasm"
+    else
+      echo "wasm.sh: pkg: build --release ($TARGET) runahead-web"
+      "$CARGO" build --release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib "$@"
+      wasm=$CARGO_TARGET_DIR/$TARGET/release/runahead_web.wasm
+    fi
     out=$root/pkg/wasm
     rm -rf "$out"
-    wasm-bindgen --target web --out-dir "$out" --out-name runahead \
-      "$CARGO_TARGET_DIR/$TARGET/release/runahead_web.wasm"
+    wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
     echo "wasm.sh: pkg: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
     ;;
   check)

@@ -89,10 +89,16 @@ impl MatmulShape {
     /// For real GPUs, which need many invocations in flight (not yet measured on one).
     pub const GPU: MatmulShape = MatmulShape { rows: 2, wg: 64 };
 
-    /// [`Self::CPU`] for a CPU device or a known software rasterizer, else [`Self::GPU`].
+    /// [`Self::CPU`] for a CPU device or a known software rasterizer, else [`Self::GPU`]; always
+    /// [`Self::GPU`] in the browser. Chromium's SwiftShader compiles the 16-row kernel so slowly
+    /// that it outweighs what the kernel saves: the first forward of a small generated model
+    /// (where its pipelines compile) took 119 s with 16 rows, 27 s with 4 and 15 s with 2
+    /// (`scripts/wasm.sh test`, headless Chromium on this 2-core machine).
     pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
         let text = format!("{} {} {}", info.name, info.driver, info.driver_info).to_lowercase();
-        if info.device_type == wgpu::DeviceType::Cpu
+        if info.backend == wgpu::Backend::BrowserWebGpu {
+            Self::GPU
+        } else if info.device_type == wgpu::DeviceType::Cpu
             || ["llvmpipe", "lavapipe", "swiftshader"]
                 .iter()
                 .any(|s| text.contains(s))
@@ -233,5 +239,30 @@ mod tests {
             .validate(&module)
             .unwrap_or_else(|e| panic!("{op:?} {f:?}: {e:?}"));
         }
+    }
+
+    fn adapter(
+        name: &str,
+        backend: wgpu::Backend,
+        device_type: wgpu::DeviceType,
+    ) -> wgpu::AdapterInfo {
+        wgpu::AdapterInfo {
+            name: name.into(),
+            ..wgpu::AdapterInfo::new(device_type, backend)
+        }
+    }
+
+    #[test]
+    fn matmul_shape_follows_the_adapter() {
+        use wgpu::{Backend, DeviceType};
+        let lavapipe = adapter("llvmpipe (LLVM 19)", Backend::Vulkan, DeviceType::Cpu);
+        assert_eq!(MatmulShape::for_adapter(&lavapipe), MatmulShape::CPU);
+        let named = adapter("SwiftShader Device", Backend::Vulkan, DeviceType::Other);
+        assert_eq!(MatmulShape::for_adapter(&named), MatmulShape::CPU);
+        let gpu = adapter("NVIDIA H100", Backend::Vulkan, DeviceType::DiscreteGpu);
+        assert_eq!(MatmulShape::for_adapter(&gpu), MatmulShape::GPU);
+        // In the browser even a CPU adapter (SwiftShader) gets the quick-to-compile shape.
+        let browser = adapter("", Backend::BrowserWebGpu, DeviceType::Cpu);
+        assert_eq!(MatmulShape::for_adapter(&browser), MatmulShape::GPU);
     }
 }

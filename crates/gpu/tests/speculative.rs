@@ -69,13 +69,13 @@ fn setup(spec: TinyModel) -> Setup {
     }
 }
 
-/// 32 prompts, alternating between a llama and a qwen2 model (lavapipe is slow: each prompt
-/// runs once plain and once per drafter).
+/// 32 prompts, alternating between a llama and a qwen2 model, each run plain and with every
+/// drafter (fixed and adaptive depth alternating), so every drafter sees all 32.
 #[test]
 fn every_drafter_equals_plain_greedy_on_the_gpu() {
     let mut rng = TestRng::new(4);
     let mut setups = [setup(TinyModel::llama()), setup(TinyModel::qwen2())];
-    let mut accepted = 0;
+    let mut accepted = [0usize; 4];
     for i in 0..32u32 {
         let Setup { target, drafters } = &mut setups[i as usize % 2];
         let vocab = target.config().vocab_size as u64;
@@ -87,11 +87,7 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
                 .collect()
         };
         let plain = run(target, None, &prompt, Depth::default());
-        // Each prompt runs two of the four drafters (lavapipe is slow).
         for (k, d) in drafters.iter_mut().enumerate() {
-            if !(i as usize / 2 + k).is_multiple_of(2) {
-                continue;
-            }
             let depth = if (i as usize / 4 + k / 2).is_multiple_of(2) {
                 Depth::Fixed(8)
             } else {
@@ -99,8 +95,12 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
             };
             let s = run(target, Some(d.as_mut()), &prompt, depth);
             assert_eq!(s.tokens, plain.tokens, "{} prompt {i}", d.name());
-            accepted += s.stats.accepted;
+            accepted[k] += s.stats.accepted;
         }
     }
-    assert!(accepted > 0);
+    // Every drafter had drafts accepted: the equality above was not trivially plain decoding.
+    assert!(
+        accepted.iter().all(|&a| a > 0),
+        "accepted per drafter: {accepted:?}"
+    );
 }
