@@ -3,7 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::kernels::MatmulShape;
+use runahead_gguf::GgmlType;
+
+use crate::kernels::{MatmulShape, Op, Pipelines};
 use crate::GpuError;
 
 /// What to ask the adapter for.
@@ -29,6 +31,8 @@ pub struct GpuContext {
     /// Set once the device is lost or reports an error nobody captured; every later call
     /// fails with it instead of computing garbage.
     pub(crate) fault: Arc<Mutex<Option<GpuError>>>,
+    /// Compiled pipelines, shared by every model and test dispatch on this device.
+    pipelines: Arc<Mutex<Pipelines>>,
 }
 
 impl GpuContext {
@@ -103,7 +107,21 @@ impl GpuContext {
             max_binding_size,
             matmul_shape: options.matmul_shape.unwrap_or(MatmulShape::GPU),
             fault,
+            pipelines: Arc::default(),
         }
+    }
+
+    /// The pipeline of `op` (in `format`, `variant`; see [`crate::kernels::variant`]) for this
+    /// context's matmul shape, compiled on first use.
+    pub(crate) fn pipeline(
+        &self,
+        op: Op,
+        format: Option<GgmlType>,
+        variant: usize,
+    ) -> wgpu::ComputePipeline {
+        // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
+        let mut cache = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get_or_create(&self.device, self.matmul_shape, op, format, variant)
     }
 
     /// The first fault the device reported, if any.

@@ -138,62 +138,65 @@ pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
     }
 }
 
-/// Compiled pipelines, keyed by op, weight format and variant (see [`variant`]); built at load,
-/// looked up per forward.
+/// Compiled pipelines of one device, keyed by op, weight format, variant (see [`variant`]) and
+/// matmul shape. Shared by every model on the device (a target and its draft model, which use
+/// the same formats, compile each pipeline once): compiling is the slow part of loading on
+/// CPU-emulated GPUs, several seconds for one 16-row matmul variant on lavapipe.
+#[derive(Default)]
 pub struct Pipelines {
-    shape: MatmulShape,
-    map: HashMap<(Op, Option<GgmlType>, usize), wgpu::ComputePipeline>,
+    map: HashMap<(Op, Option<GgmlType>, usize, MatmulShape), wgpu::ComputePipeline>,
 }
 
 impl Pipelines {
-    pub fn new(shape: MatmulShape) -> Self {
-        Pipelines {
-            shape,
-            map: HashMap::new(),
-        }
-    }
-
-    /// The pipeline of `op` in `variant` (see [`variant`]).
+    /// The pipeline of `op` in `variant` (see [`variant`]) for matmuls split as `shape`.
     pub fn get_or_create(
         &mut self,
         device: &wgpu::Device,
+        shape: MatmulShape,
         op: Op,
         format: Option<GgmlType>,
         variant: usize,
-    ) -> &wgpu::ComputePipeline {
-        let shape = self.shape;
-        self.map.entry((op, format, variant)).or_insert_with(|| {
-            let label = format!(
-                "{op:?}{}",
-                format.map(|f| format!("_{f}")).unwrap_or_default()
-            );
-            let tile = [
-                ("TILE", MATMUL_TILES[variant.min(2)] as f64),
-                ("ROWS", shape.rows as f64),
-                ("WG", shape.wg as f64),
-            ];
-            let head_dim = [("HD", variant as f64)];
-            let constants: &[(&str, f64)] = match op {
-                Op::Matmul => &tile,
-                Op::Attention => &head_dim,
-                _ => &[],
-            };
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(&label),
-                source: wgpu::ShaderSource::Wgsl(source(op, format).into()),
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(&label),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants,
-                    ..Default::default()
-                },
-                cache: None,
+    ) -> wgpu::ComputePipeline {
+        // Other ops do not depend on the shape: one key for all shapes.
+        let key_shape = match op {
+            Op::Matmul => shape,
+            _ => MatmulShape::GPU,
+        };
+        let entry = self.map.entry((op, format, variant, key_shape));
+        entry
+            .or_insert_with(|| {
+                let label = format!(
+                    "{op:?}{}",
+                    format.map(|f| format!("_{f}")).unwrap_or_default()
+                );
+                let tile = [
+                    ("TILE", MATMUL_TILES[variant.min(2)] as f64),
+                    ("ROWS", shape.rows as f64),
+                    ("WG", shape.wg as f64),
+                ];
+                let head_dim = [("HD", variant as f64)];
+                let constants: &[(&str, f64)] = match op {
+                    Op::Matmul => &tile,
+                    Op::Attention => &head_dim,
+                    _ => &[],
+                };
+                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(&label),
+                    source: wgpu::ShaderSource::Wgsl(source(op, format).into()),
+                });
+                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(&label),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: wgpu::PipelineCompilationOptions {
+                        constants,
+                        ..Default::default()
+                    },
+                    cache: None,
+                })
             })
-        })
+            .clone()
     }
 }
 

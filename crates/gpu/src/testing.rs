@@ -4,7 +4,7 @@ use wgpu::util::DeviceExt;
 
 use runahead_gguf::GgmlType;
 
-use crate::kernels::{params, Op, Pipelines};
+use crate::kernels::{params, Op};
 use crate::{readback, GpuContext, GpuError};
 
 /// One storage binding's initial contents.
@@ -60,9 +60,8 @@ fn prepare(
     (m, base): (usize, usize),
 ) -> (wgpu::ComputePipeline, wgpu::BindGroup, Vec<wgpu::Buffer>) {
     let device = &ctx.device;
-    let mut pipelines = Pipelines::new(ctx.matmul_shape);
     let variant = crate::kernels::variant(op, op_params, m);
-    let pipeline = pipelines.get_or_create(device, op, format, variant).clone();
+    let pipeline = ctx.pipeline(op, format, variant);
     let init = |contents: &[u8], usage| {
         device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
             label: None,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ctx, max_rel_diff};
+use common::{max_rel_diff, tiny_ctx};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
@@ -24,7 +24,7 @@ fn rows(l: &Logits) -> Vec<Vec<f32>> {
 
 fn gpu(spec: &TinyModel) -> GpuModel {
     let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
-    GpuModel::load(&ctx(), &file, None).unwrap()
+    GpuModel::load(&tiny_ctx(), &file, None).unwrap()
 }
 
 #[test]
@@ -32,7 +32,7 @@ fn gpu_logits_match_the_cpu_reference() {
     for (name, spec) in models() {
         let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
         let mut cpu = CpuModel::load(&file, None).unwrap();
-        let mut g = GpuModel::load(&ctx(), &file, None).unwrap();
+        let mut g = GpuModel::load(&tiny_ctx(), &file, None).unwrap();
         let want = block_on(cpu.forward(&Batch::causal(&PROMPT, 0))).unwrap();
         let got = block_on(g.forward(&Batch::causal(&PROMPT, 0))).unwrap();
         let (d, i) = max_rel_diff(&got.data, &want.data);

@@ -6,7 +6,7 @@ mod common;
 
 use std::ops::ControlFlow;
 
-use common::ctx;
+use common::tiny_ctx;
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
@@ -52,17 +52,17 @@ fn setup(spec: TinyModel) -> Setup {
     )
     .unwrap();
     Setup {
-        target: GpuModel::load(&ctx(), &file, None).unwrap(),
+        target: GpuModel::load(&tiny_ctx(), &file, None).unwrap(),
         drafters: vec![
             Box::new(NgramDrafter::default()),
             Box::new(SuffixDrafter::new(256)),
             Box::new(ModelDrafter::new(
-                GpuModel::load(&ctx(), &file, None).unwrap(),
+                GpuModel::load(&tiny_ctx(), &file, None).unwrap(),
             )),
             Box::new(AutoDrafter::new(
                 SuffixDrafter::default(),
                 Some(Box::new(ModelDrafter::new(
-                    GpuModel::load(&ctx(), &other, None).unwrap(),
+                    GpuModel::load(&tiny_ctx(), &other, None).unwrap(),
                 ))),
             )),
         ],

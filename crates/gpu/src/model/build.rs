@@ -10,12 +10,11 @@ use runahead_gguf::GgufFile;
 use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
-use crate::kernels::{self, params, Op, Pipelines, MATMUL_TILES};
+use crate::kernels::{self, params, Op, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
 
 struct Builder<'a> {
     ctx: &'a GpuContext,
-    pipelines: Pipelines,
     dispatches: Vec<Dispatch>,
     step: wgpu::Buffer,
 }
@@ -94,10 +93,7 @@ impl Builder<'_> {
         let variants = variants
             .into_iter()
             .map(|v| {
-                let pipeline = self
-                    .pipelines
-                    .get_or_create(&self.ctx.device, op, format, v)
-                    .clone();
+                let pipeline = self.ctx.pipeline(op, format, v);
                 let bind_group = self
                     .ctx
                     .device
@@ -252,7 +248,6 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     });
     let mut b = Builder {
         ctx,
-        pipelines: Pipelines::new(ctx.matmul_shape),
         dispatches: Vec::new(),
         step,
     };

@@ -3,20 +3,38 @@
 use std::sync::OnceLock;
 
 use pollster::block_on;
+use runahead_gpu::kernels::MatmulShape;
 use runahead_gpu::{GpuContext, GpuOptions};
 
-/// One device for the whole test binary (lavapipe on CI; any Vulkan GPU elsewhere).
+/// One device for the whole test binary (lavapipe on CI; any Vulkan GPU elsewhere), with the
+/// matmul shape the engine picks for it.
 pub fn ctx() -> GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| open(GpuOptions::default())).clone()
+}
+
+/// A context with the 2-row matmul shape, for the generated models that put every block format
+/// into one model: lavapipe's shader compiler spends seconds on each 16-row matmul pipeline (11
+/// formats x 3 token tiles per model), the 2-row ones compile far faster. The 16-row kernels are
+/// tested per format by kernels.rs and in a whole model by smollm2.rs.
+pub fn tiny_ctx() -> GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
     CTX.get_or_init(|| {
-        if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-            std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
-        }
-        block_on(GpuContext::new(GpuOptions::default())).unwrap_or_else(|e| {
-            panic!("{e}\nThe GPU tests need a Vulkan device; on a machine without a GPU install lavapipe: apt-get install mesa-vulkan-drivers")
+        open(GpuOptions {
+            matmul_shape: Some(MatmulShape::GPU),
+            ..GpuOptions::default()
         })
     })
     .clone()
+}
+
+fn open(options: GpuOptions) -> GpuContext {
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        std::env::set_var("XDG_RUNTIME_DIR", std::env::temp_dir());
+    }
+    block_on(GpuContext::new(options)).unwrap_or_else(|e| {
+        panic!("{e}\nThe GPU tests need a Vulkan device; on a machine without a GPU install lavapipe: apt-get install mesa-vulkan-drivers")
+    })
 }
 
 /// Largest |a - b| relative to the largest |b|, and where it is.
