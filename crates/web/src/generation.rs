@@ -65,12 +65,11 @@ impl Drafters {
             _ if opts.draft == "none" => Ok(Depth::default()),
             DepthOption::Fixed(n) => Ok(Depth::Fixed(*n)),
             DepthOption::Named(_) => {
-                if self.cost.is_none() {
-                    self.cost = Some(calibrate(model, 3).await?);
-                }
-                Ok(Depth::Adaptive(
-                    self.cost.clone().unwrap_or_else(CostModel::flat),
-                ))
+                let cost = match &self.cost {
+                    Some(cost) => cost.clone(),
+                    None => self.cost.insert(calibrate(model, 3).await?).clone(),
+                };
+                Ok(Depth::Adaptive(cost))
             }
         }
     }
