@@ -156,11 +156,15 @@ fn bench_backend<M: LanguageModel>(
     max_tokens: usize,
 ) -> Result<Vec<BenchRow>> {
     let cost = pollster::block_on(calibrate(m, 3))?;
-    let ratios: Vec<String> = cost.ratios().iter().map(|r| format!("{r:.2}")).collect();
-    eprintln!(
-        "[{backend}: verification cost for 1..16 rows relative to 1: {}]",
-        ratios.join(" ")
-    );
+    for context in [64, 1024] {
+        let curve = cost.at(context);
+        let ratios: Vec<String> = curve.ratios().iter().map(|r| format!("{r:.2}")).collect();
+        eprintln!(
+            "[{backend}: verification behind {context} entries: 1 row {:.1} ms; 1..16 rows relative to 1: {}]",
+            curve.seconds(1) * 1e3,
+            ratios.join(" ")
+        );
+    }
     let greedy = |depth| GenerateOptions {
         max_tokens,
         sampling: SamplingParams::greedy(),

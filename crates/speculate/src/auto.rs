@@ -4,7 +4,8 @@
 use runahead_model::ModelError;
 use web_time::Instant;
 
-use crate::depth::{running_average, CostModel};
+use crate::cost::CostCurve;
+use crate::depth::running_average;
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter, LocalFuture};
 use crate::suffix::SuffixDrafter;
@@ -34,7 +35,7 @@ impl AutoDrafter {
     }
 
     /// Expected tokens per unit of cost of the model drafting `k` tokens, and the best `k`.
-    fn model_rate(&self, cost: &CostModel, max: usize) -> (f64, usize) {
+    fn model_rate(&self, cost: &CostCurve, max: usize) -> (f64, usize) {
         let (mut expected, mut p) = (1.0, 1.0);
         let mut best = (0.0, 1);
         for k in 1..=max {
@@ -50,7 +51,7 @@ impl AutoDrafter {
 
     async fn choose(&mut self, request: DraftRequest<'_>) -> Result<Draft, ModelError> {
         let lookup = self.suffix.draft(request.context, request.max_nodes);
-        let flat = CostModel::flat();
+        let flat = CostCurve::flat();
         let cost = request.cost.unwrap_or(&flat);
         let expected: f32 = lookup.path_confidence().iter().sum();
         let lookup_rate = (1.0 + expected as f64) / cost.seconds(lookup.len() + 1);

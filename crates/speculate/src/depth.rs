@@ -10,135 +10,8 @@
 
 use std::collections::HashMap;
 
-use runahead_model::{Batch, LanguageModel, ModelError};
-use web_time::Instant;
-
+use crate::cost::{CostCurve, CostModel};
 use crate::draft::{ranked_path_confidence, Draft};
-use crate::generate::MAX_DRAFT;
-
-/// Seconds one target forward takes for a block of `rows` rows, `rows` in `1..=MAX_DRAFT + 1`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CostModel {
-    /// `seconds[rows - 1]`.
-    seconds: Vec<f64>,
-}
-
-impl CostModel {
-    /// Every block size costs the same (an idealized wide GPU).
-    pub fn flat() -> Self {
-        CostModel {
-            seconds: vec![1.0; MAX_DRAFT + 1],
-        }
-    }
-
-    /// Cost growing linearly with the rows: `1 + per_row * (rows - 1)` (relative units).
-    pub fn linear(per_row: f64) -> Self {
-        CostModel {
-            seconds: (0..=MAX_DRAFT).map(|r| 1.0 + per_row * r as f64).collect(),
-        }
-    }
-
-    /// From measured `(rows, seconds)` samples: linear interpolation between them, constant
-    /// extrapolation below the first and linear above the last, and made non-decreasing.
-    pub fn from_samples(samples: &[(usize, f64)]) -> Self {
-        let mut s: Vec<(usize, f64)> = samples
-            .iter()
-            .copied()
-            .filter(|&(r, t)| r >= 1 && t.is_finite() && t > 0.0)
-            .collect();
-        s.sort_by_key(|&(r, _)| r);
-        if s.is_empty() {
-            return CostModel::flat();
-        }
-        let at = |rows: usize| -> f64 {
-            let i = s.partition_point(|&(r, _)| r <= rows);
-            if i == 0 {
-                return s[0].1;
-            }
-            let (r0, t0) = s[i - 1];
-            let (r1, t1) = if i < s.len() {
-                s[i]
-            } else if i >= 2 {
-                s[i - 2]
-            } else {
-                return t0;
-            };
-            if r1 == r0 {
-                return t0;
-            }
-            t0 + (t1 - t0) * (rows as f64 - r0 as f64) / (r1 as f64 - r0 as f64)
-        };
-        let mut seconds: Vec<f64> = (1..=MAX_DRAFT + 1).map(at).collect();
-        for i in 1..seconds.len() {
-            seconds[i] = seconds[i].max(seconds[i - 1]);
-        }
-        CostModel { seconds }
-    }
-
-    pub fn seconds(&self, rows: usize) -> f64 {
-        self.seconds[rows.clamp(1, self.seconds.len()) - 1]
-    }
-
-    /// Folds in one measured forward (exponential moving average, so the model follows the
-    /// device's actual state: thermal throttling, a busy tab).
-    pub fn observe(&mut self, rows: usize, seconds: f64) {
-        if !(seconds.is_finite() && seconds > 0.0) || rows == 0 || rows > self.seconds.len() {
-            return;
-        }
-        let s = &mut self.seconds[rows - 1];
-        *s = 0.8 * *s + 0.2 * seconds;
-    }
-
-    /// Cost relative to one row, for reports.
-    pub fn ratios(&self) -> Vec<f64> {
-        self.seconds.iter().map(|s| s / self.seconds[0]).collect()
-    }
-}
-
-/// Cache entries in front of the timed blocks: verification runs behind a prompt, not on an
-/// empty cache.
-const CALIBRATION_CONTEXT: usize = 64;
-
-/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short
-/// context (each the median of `repeats` runs, after a warm-up), and leaves the cache empty.
-pub async fn calibrate<M: LanguageModel>(
-    model: &mut M,
-    repeats: usize,
-) -> Result<CostModel, ModelError> {
-    let vocab = model.config().vocab_size.max(1) as u32;
-    let capacity = model.capacity();
-    let base = CALIBRATION_CONTEXT.min(capacity.saturating_sub(17));
-    let tokens: Vec<u32> = (0..base as u32 + 16)
-        .map(|i| (i * 7919 + 13) % vocab)
-        .collect();
-    model.truncate(0);
-    if base > 0 {
-        model
-            .forward_argmax(&Batch::causal(&tokens[..base], 0))
-            .await?;
-    }
-    let mut samples = Vec::new();
-    for &rows in [1usize, 2, 4, 8, 16]
-        .iter()
-        .filter(|&&r| base + r <= capacity)
-    {
-        let block = Batch::causal(&tokens[base..base + rows], base);
-        // Warm-up (first use of a block size may compile or allocate).
-        model.forward_argmax(&block).await?;
-        model.truncate(base);
-        let mut times = Vec::with_capacity(repeats.max(1));
-        for _ in 0..repeats.max(1) {
-            let start = Instant::now();
-            model.forward_argmax(&block).await?;
-            times.push(start.elapsed().as_secs_f64());
-            model.truncate(base);
-        }
-        times.sort_by(f64::total_cmp);
-        samples.push((rows, times[times.len() / 2]));
-    }
-    model.truncate(0);
-    Ok(CostModel::from_samples(&samples))
-}
 
 /// Exponential moving average of a time that is 0 until first measured.
 pub(crate) fn running_average(average: f64, sample: f64) -> f64 {
@@ -187,8 +60,11 @@ impl Default for Calibration {
 }
 
 impl Calibration {
+    /// Accepted over expected. Allowed down to a tenth: a drafter whose confident drafts keep
+    /// failing (a lookup matching boilerplate that the target does not repeat) must lose its
+    /// place, not be trusted at a quarter of its word.
     fn scale(&self) -> f64 {
-        (self.accepted / self.expected).clamp(0.25, 4.0)
+        (self.accepted / self.expected).clamp(0.1, 4.0)
     }
 }
 
@@ -212,12 +88,16 @@ pub struct StepRecord {
     /// Rows of the verification forward and its measured time.
     pub verify_rows: usize,
     pub verify_seconds: f64,
+    /// Cache entries in front of the verified block.
+    pub context: usize,
 }
 
 /// Chooses each step's draft size; see the module docs.
 #[derive(Clone, Debug)]
 pub struct DepthController {
     depth: Depth,
+    /// The cost at the current context ([`DepthController::at_context`]; flat when fixed).
+    curve: CostCurve,
     by_source: HashMap<&'static str, Calibration>,
 }
 
@@ -231,15 +111,29 @@ const MIN_GAIN: f64 = 1.1;
 
 impl DepthController {
     pub fn new(depth: Depth) -> Self {
+        let curve = match &depth {
+            Depth::Adaptive(cost) => cost.at(0),
+            Depth::Fixed(_) => CostCurve::flat(),
+        };
         DepthController {
             depth,
+            curve,
             by_source: HashMap::new(),
         }
     }
 
-    pub fn cost(&self) -> Option<&CostModel> {
-        match &self.depth {
-            Depth::Adaptive(c) => Some(c),
+    /// Prices the next step's verification behind `context` cached entries (attention makes
+    /// the extra rows dearer as the context grows).
+    pub fn at_context(&mut self, context: usize) {
+        if let Depth::Adaptive(cost) = &self.depth {
+            self.curve = cost.at(context);
+        }
+    }
+
+    /// The verification cost at the current context, when depth is adaptive.
+    pub fn cost(&self) -> Option<&CostCurve> {
+        match self.depth {
+            Depth::Adaptive(_) => Some(&self.curve),
             Depth::Fixed(_) => None,
         }
     }
@@ -256,7 +150,7 @@ impl DepthController {
     ) -> usize {
         let cost = match &self.depth {
             Depth::Fixed(n) => return (*n).min(max),
-            Depth::Adaptive(c) => c,
+            Depth::Adaptive(_) => &self.curve,
         };
         if !runs_a_model {
             return max;
@@ -295,7 +189,8 @@ impl DepthController {
         let ranked = ranked_path_confidence(draft);
         let keep = match &self.depth {
             Depth::Fixed(n) => (*n).min(ranked.len()),
-            Depth::Adaptive(cost) => {
+            Depth::Adaptive(_) => {
+                let cost = &self.curve;
                 let scale = self
                     .by_source
                     .get(draft.source)
@@ -328,6 +223,7 @@ impl DepthController {
             draft_seconds,
             verify_rows,
             verify_seconds,
+            context,
         } = step;
         let cal = self.by_source.entry(source).or_default();
         if expected > 0.0 {
@@ -339,7 +235,7 @@ impl DepthController {
             cal.draft_seconds_per_node = running_average(cal.draft_seconds_per_node, per);
         }
         if let Depth::Adaptive(cost) = &mut self.depth {
-            cost.observe(verify_rows, verify_seconds);
+            cost.observe(verify_rows, context, verify_seconds);
         }
     }
 }
@@ -347,16 +243,6 @@ impl DepthController {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cost_model_interpolates_and_is_monotone() {
-        let c = CostModel::from_samples(&[(1, 1.0), (4, 1.6), (16, 4.0), (8, 1.5)]);
-        assert_eq!(c.seconds(1), 1.0);
-        assert!((c.seconds(2) - 1.2).abs() < 1e-9);
-        assert!(c.seconds(8) >= c.seconds(4), "made non-decreasing");
-        assert!((c.seconds(12) - 2.75).abs() < 1e-9);
-        assert_eq!(CostModel::from_samples(&[]), CostModel::flat());
-    }
 
     fn step(
         source: &'static str,
@@ -373,6 +259,7 @@ mod tests {
             draft_seconds,
             verify_rows: 1,
             verify_seconds: 1.0,
+            context: 0,
         }
     }
 

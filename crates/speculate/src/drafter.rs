@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use runahead_model::ModelError;
 
-use crate::depth::CostModel;
+use crate::cost::CostCurve;
 use crate::draft::Draft;
 use crate::sampling::SamplingParams;
 
@@ -24,9 +24,9 @@ pub struct DraftRequest<'a> {
     /// How the target samples: a drafter that samples (a draft model) must process its own
     /// distribution the same way and attach it to the nodes as `q`.
     pub sampling: &'a SamplingParams,
-    /// The target's measured verification cost, when depth is adaptive (lets a drafter that
-    /// chooses between sources weigh their costs).
-    pub cost: Option<&'a CostModel>,
+    /// The target's measured verification cost at the current context, when depth is adaptive
+    /// (lets a drafter that chooses between sources weigh their costs).
+    pub cost: Option<&'a CostCurve>,
 }
 
 /// Proposes continuations of the current context.

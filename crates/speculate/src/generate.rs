@@ -287,6 +287,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         }
         // Room for the draft: the output budget, the cache, and the engine's block size.
         let room = (remaining - 1).min(context - base - 1).min(MAX_DRAFT);
+        depth.at_context(base);
         let step = match drafter.as_deref_mut() {
             Some(d) if room > 0 => {
                 propose(d, &mut depth, &history, room, &sampler.params, &mut stats).await?
@@ -341,6 +342,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
                 draft_seconds,
                 verify_rows: draft.len() + 1,
                 verify_seconds,
+                context: base,
             });
         }
         for &node in &verdict.path {

@@ -3,6 +3,7 @@
 //! one forward pass, and the output is exactly what plain decoding would give.
 
 mod auto;
+mod cost;
 mod depth;
 mod draft;
 mod drafter;
@@ -14,7 +15,8 @@ mod suffix;
 mod verify;
 
 pub use auto::AutoDrafter;
-pub use depth::{calibrate, CostModel, Depth, DepthController, Plan, StepRecord};
+pub use cost::{calibrate, CostCurve, CostModel};
+pub use depth::{Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{

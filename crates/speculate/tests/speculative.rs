@@ -9,8 +9,8 @@ use runahead_gguf::GgufFile;
 use runahead_model::testing::{TestRng, TinyModel};
 use runahead_model::{CpuModel, LanguageModel, ModelError, Tokenizer};
 use runahead_speculate::{
-    generate, generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest, Drafter,
-    GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter, Provenance,
+    calibrate, generate, generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest,
+    Drafter, GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter, Provenance,
     SamplingParams, SuffixDrafter,
 };
 
@@ -184,6 +184,35 @@ fn draft_model_rolls_back_to_the_shared_prefix() {
     let other = vec![7, 7, 8];
     let third = propose(&mut d, &other);
     assert_eq!(third, propose(&mut fresh, &other));
+}
+
+#[test]
+fn calibration_leaves_an_empty_cache_and_prices_long_contexts() {
+    for context in [256, 40, 12] {
+        let file = tiny(&TinyModel {
+            context,
+            ..TinyModel::llama()
+        });
+        let mut m = CpuModel::load(&file, None).unwrap();
+        block_on(m.forward(&runahead_model::Batch::causal(&[3, 4, 5], 0))).unwrap();
+        let cost = block_on(calibrate(&mut m, 1)).unwrap();
+        assert_eq!(m.cache_len(), 0, "context {context}");
+        for at in [0, context / 2, context] {
+            let curve = cost.at(at);
+            assert!(
+                (1..=16).all(|r| curve.seconds(r).is_finite() && curve.seconds(r) > 0.0),
+                "context {context}, priced at {at}: {curve:?}"
+            );
+        }
+        // Decoding afterwards starts from the empty cache.
+        let prompt = [5, 9, 12];
+        let plain = run(&mut m, None, &prompt, &opts(8, Depth::default()));
+        let mut fresh = CpuModel::load(&file, None).unwrap();
+        assert_eq!(
+            plain.tokens,
+            run(&mut fresh, None, &prompt, &opts(8, Depth::default())).tokens
+        );
+    }
 }
 
 fn smollm2() -> GgufFile {

@@ -1,0 +1,357 @@
+//! The target's verification cost: seconds of one forward over a block of `rows` new rows
+//! behind `context` cached entries.
+//!
+//! Two things set it. The weights are read once per forward whatever the rows (so on a GPU a
+//! few more rows are nearly free), and attention reads the whole cache once per row (so the
+//! extra rows grow dearer as the context grows). A model calibrated behind a short context
+//! alone underestimates verification behind a long prompt, where a wrong draft costs most;
+//! [`calibrate`] therefore times every block size at two context lengths, and the cost in
+//! between and beyond is linear in the context, as attention is.
+
+use runahead_model::{Batch, LanguageModel, ModelError};
+use web_time::Instant;
+
+use crate::generate::MAX_DRAFT;
+
+/// Block sizes `1..=BLOCKS` (a step verifies up to `MAX_DRAFT` nodes after the last token).
+const BLOCKS: usize = MAX_DRAFT + 1;
+
+/// Modeled cost of the block sizes `1..=BLOCKS`, with online corrections.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostModel {
+    /// Seconds behind `near` cached entries: `near_seconds[rows - 1]`.
+    near_seconds: Vec<f64>,
+    near: usize,
+    /// Seconds each further cached entry adds: `per_entry[rows - 1]`.
+    per_entry: Vec<f64>,
+    /// Online: measured over modeled time across all forwards (the device's state now:
+    /// thermal throttling, a busy tab).
+    drift: f64,
+    /// Online: per block size, what remains of that ratio after `drift`.
+    correction: Vec<f64>,
+}
+
+/// The cost of every block size at one context length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostCurve {
+    /// `seconds[rows - 1]`, non-decreasing.
+    seconds: Vec<f64>,
+}
+
+impl CostCurve {
+    pub fn flat() -> Self {
+        CostCurve {
+            seconds: vec![1.0; BLOCKS],
+        }
+    }
+
+    pub fn seconds(&self, rows: usize) -> f64 {
+        self.seconds[rows.clamp(1, self.seconds.len()) - 1]
+    }
+
+    /// Cost relative to one row, for reports.
+    pub fn ratios(&self) -> Vec<f64> {
+        self.seconds.iter().map(|s| s / self.seconds[0]).collect()
+    }
+}
+
+impl CostModel {
+    fn context_free(near_seconds: Vec<f64>) -> Self {
+        CostModel {
+            near_seconds,
+            near: 0,
+            per_entry: vec![0.0; BLOCKS],
+            drift: 1.0,
+            correction: vec![1.0; BLOCKS],
+        }
+    }
+
+    /// Every block size costs the same at every context (an idealized wide GPU).
+    pub fn flat() -> Self {
+        Self::context_free(vec![1.0; BLOCKS])
+    }
+
+    /// Cost growing linearly with the rows, `1 + per_row * (rows - 1)` (relative units), at
+    /// every context.
+    pub fn linear(per_row: f64) -> Self {
+        Self::context_free((0..BLOCKS).map(|r| 1.0 + per_row * r as f64).collect())
+    }
+
+    /// From `(rows, seconds)` measured at one context, used at every context.
+    pub fn from_samples(samples: &[(usize, f64)]) -> Self {
+        match interpolate(samples) {
+            Some(seconds) => Self::context_free(seconds),
+            None => Self::flat(),
+        }
+    }
+
+    /// From `(rows, seconds)` measured behind `near` and behind `far` cached entries
+    /// (`far > near`); linear in the context between and beyond them.
+    pub fn from_two_contexts(
+        near: usize,
+        near_samples: &[(usize, f64)],
+        far: usize,
+        far_samples: &[(usize, f64)],
+    ) -> Self {
+        let Some(near_seconds) = interpolate(near_samples) else {
+            return Self::flat();
+        };
+        let Some(far_seconds) = interpolate(far_samples).filter(|_| far > near) else {
+            return Self::context_free(near_seconds);
+        };
+        let span = (far - near) as f64;
+        let mut per_entry: Vec<f64> = near_seconds
+            .iter()
+            .zip(&far_seconds)
+            .map(|(n, f)| ((f - n) / span).max(0.0))
+            .collect();
+        // More rows never read less of the cache.
+        make_non_decreasing(&mut per_entry);
+        CostModel {
+            near_seconds,
+            near,
+            per_entry,
+            drift: 1.0,
+            correction: vec![1.0; BLOCKS],
+        }
+    }
+
+    /// Modeled seconds without the online corrections.
+    fn modeled(&self, rows: usize, context: usize) -> f64 {
+        let i = rows.clamp(1, BLOCKS) - 1;
+        let near = self.near_seconds[i];
+        let extra = self.per_entry[i] * (context as f64 - self.near as f64);
+        // Below the near context the line may fall; the weights' share never goes away.
+        (near + extra).max(0.25 * near)
+    }
+
+    /// The cost of every block size behind `context` cached entries.
+    pub fn at(&self, context: usize) -> CostCurve {
+        let mut seconds: Vec<f64> = (1..=BLOCKS)
+            .map(|rows| self.modeled(rows, context) * self.drift * self.correction[rows - 1])
+            .collect();
+        make_non_decreasing(&mut seconds);
+        CostCurve { seconds }
+    }
+
+    /// Folds in one measured forward: `drift` follows every forward, `correction` the rest
+    /// for this block size (moving averages, so the model follows the device as it changes).
+    pub fn observe(&mut self, rows: usize, context: usize, seconds: f64) {
+        if !(seconds.is_finite() && seconds > 0.0) || rows == 0 || rows > BLOCKS {
+            return;
+        }
+        let ratio = seconds / self.modeled(rows, context);
+        let c = &mut self.correction[rows - 1];
+        // The common drift moves faster than a size's own residual, so that a change of the
+        // device's state reaches the sizes that are not being verified at the moment.
+        self.drift = (0.8 * self.drift + 0.2 * ratio / *c).clamp(0.1, 10.0);
+        *c = (0.9 * *c + 0.1 * ratio / self.drift).clamp(0.1, 10.0);
+    }
+}
+
+/// Seconds for every block size from `(rows, seconds)` samples: linear interpolation between
+/// them, constant below the first and linear above the last, made non-decreasing. `None`
+/// without a usable sample.
+fn interpolate(samples: &[(usize, f64)]) -> Option<Vec<f64>> {
+    let mut s: Vec<(usize, f64)> = samples
+        .iter()
+        .copied()
+        .filter(|&(r, t)| r >= 1 && t.is_finite() && t > 0.0)
+        .collect();
+    s.sort_by_key(|&(r, _)| r);
+    if s.is_empty() {
+        return None;
+    }
+    let at = |rows: usize| -> f64 {
+        let i = s.partition_point(|&(r, _)| r <= rows);
+        if i == 0 {
+            return s[0].1;
+        }
+        let (r0, t0) = s[i - 1];
+        let (r1, t1) = if i < s.len() {
+            s[i]
+        } else if i >= 2 {
+            s[i - 2]
+        } else {
+            return t0;
+        };
+        if r1 == r0 {
+            return t0;
+        }
+        t0 + (t1 - t0) * (rows as f64 - r0 as f64) / (r1 as f64 - r0 as f64)
+    };
+    let mut seconds: Vec<f64> = (1..=BLOCKS).map(at).collect();
+    make_non_decreasing(&mut seconds);
+    Some(seconds)
+}
+
+fn make_non_decreasing(values: &mut [f64]) {
+    for i in 1..values.len() {
+        values[i] = values[i].max(values[i - 1]);
+    }
+}
+
+/// Cache entries in front of the first timed blocks: verification runs behind a prompt, not
+/// on an empty cache.
+const NEAR_CONTEXT: usize = 64;
+/// Cache entries in front of the second timed blocks: a long prompt (less where the context
+/// is shorter).
+const FAR_CONTEXT: usize = 512;
+/// Blocks timed at each context.
+const TIMED_ROWS: [usize; 5] = [1, 2, 4, 8, 16];
+/// Largest block the calibration prefills at once.
+const PREFILL_BLOCK: usize = 256;
+
+/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short and
+/// behind a long context (each the median of `repeats` runs; one warm-up per block size, where
+/// a first use may compile or allocate), and leaves the cache empty.
+pub async fn calibrate<M: LanguageModel>(
+    model: &mut M,
+    repeats: usize,
+) -> Result<CostModel, ModelError> {
+    let vocab = model.config().vocab_size.max(1) as u32;
+    // Room behind each context for the largest timed block.
+    let last = model.capacity().saturating_sub(BLOCKS + 1);
+    let near = NEAR_CONTEXT.min(last);
+    let far = FAR_CONTEXT.min(last);
+    let tokens: Vec<u32> = (0..far as u32 + BLOCKS as u32)
+        .map(|i| (i * 7919 + 13) % vocab)
+        .collect();
+    model.truncate(0);
+    let result = async {
+        prefill(model, &tokens[..near], 0).await?;
+        let near_samples = time_blocks(model, &tokens, near, repeats, true).await?;
+        // Worth a second context only when it is much longer than the first.
+        if far < 2 * near.max(1) {
+            return Ok(CostModel::from_samples(&near_samples));
+        }
+        prefill(model, &tokens[near..far], near).await?;
+        let far_samples = time_blocks(model, &tokens, far, repeats, false).await?;
+        Ok(CostModel::from_two_contexts(
+            near,
+            &near_samples,
+            far,
+            &far_samples,
+        ))
+    }
+    .await;
+    model.truncate(0);
+    result
+}
+
+async fn prefill<M: LanguageModel>(
+    model: &mut M,
+    tokens: &[u32],
+    start: usize,
+) -> Result<(), ModelError> {
+    for (i, chunk) in tokens.chunks(PREFILL_BLOCK).enumerate() {
+        model
+            .forward_argmax(&Batch::causal(chunk, start + i * PREFILL_BLOCK))
+            .await?;
+    }
+    Ok(())
+}
+
+/// `(rows, median seconds)` of the timed blocks behind the cache's `base` entries.
+async fn time_blocks<M: LanguageModel>(
+    model: &mut M,
+    tokens: &[u32],
+    base: usize,
+    repeats: usize,
+    warm_up: bool,
+) -> Result<Vec<(usize, f64)>, ModelError> {
+    let capacity = model.capacity();
+    let mut samples = Vec::new();
+    for &rows in TIMED_ROWS.iter().filter(|&&r| base + r <= capacity) {
+        let block = Batch::causal(&tokens[base..base + rows], base);
+        if warm_up {
+            model.forward_argmax(&block).await?;
+            model.truncate(base);
+        }
+        let mut times = Vec::with_capacity(repeats.max(1));
+        for _ in 0..repeats.max(1) {
+            let start = Instant::now();
+            model.forward_argmax(&block).await?;
+            times.push(start.elapsed().as_secs_f64());
+            model.truncate(base);
+        }
+        times.sort_by(f64::total_cmp);
+        samples.push((rows, times[times.len() / 2]));
+    }
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_interpolate_and_are_monotone() {
+        let c = CostModel::from_samples(&[(1, 1.0), (4, 1.6), (16, 4.0), (8, 1.5)]).at(0);
+        assert_eq!(c.seconds(1), 1.0);
+        assert!((c.seconds(2) - 1.2).abs() < 1e-9);
+        assert!(c.seconds(8) >= c.seconds(4), "made non-decreasing");
+        assert!((c.seconds(12) - 2.75).abs() < 1e-9);
+        assert_eq!(CostModel::from_samples(&[]), CostModel::flat());
+        assert_eq!(
+            CostModel::from_samples(&[(1, 1.0)]).at(5000),
+            CostModel::from_samples(&[(1, 1.0)]).at(0),
+            "one context measured: the same at every context"
+        );
+    }
+
+    /// Weights cost 1.0 per forward and 0.05 per row; attention 0.001 per (row, entry).
+    fn synthetic(rows: usize, context: usize) -> f64 {
+        1.0 + 0.05 * rows as f64 + 0.001 * (rows * context) as f64
+    }
+
+    fn samples_at(context: usize) -> Vec<(usize, f64)> {
+        TIMED_ROWS
+            .iter()
+            .map(|&r| (r, synthetic(r, context)))
+            .collect()
+    }
+
+    #[test]
+    fn two_contexts_give_the_cost_at_any_context() {
+        let c = CostModel::from_two_contexts(64, &samples_at(64), 512, &samples_at(512));
+        for context in [0, 64, 300, 512, 2000] {
+            for rows in TIMED_ROWS {
+                let (got, want) = (c.at(context).seconds(rows), synthetic(rows, context));
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "{rows} rows at {context}: {got} vs {want}"
+                );
+            }
+        }
+        // Behind a long prompt, 16 rows cost far more than one; behind a short one, not.
+        assert!(c.at(64).ratios()[15] < 3.0);
+        assert!(c.at(2000).ratios()[15] > 10.0);
+        // A far measurement faster than the near one (noise) adds no negative slope.
+        let noisy = CostModel::from_two_contexts(64, &samples_at(512), 512, &samples_at(64));
+        assert_eq!(noisy.at(5000), noisy.at(64));
+    }
+
+    #[test]
+    fn observations_follow_the_device() {
+        let mut c = CostModel::from_two_contexts(64, &samples_at(64), 512, &samples_at(512));
+        // The device slows down by half: a few forwards of one size move every size.
+        for _ in 0..40 {
+            c.observe(1, 200, 1.5 * synthetic(1, 200));
+        }
+        let one = c.at(200).seconds(1) / synthetic(1, 200);
+        let nine = c.at(200).seconds(9) / synthetic(9, 200);
+        assert!((one - 1.5).abs() < 0.02, "observed size: {one}");
+        assert!(
+            nine > 1.3,
+            "unobserved sizes follow part of the drift: {nine}"
+        );
+        // Garbage is ignored.
+        let before = c.clone();
+        c.observe(0, 10, 1.0);
+        c.observe(3, 10, f64::NAN);
+        c.observe(99, 10, 1.0);
+        c.observe(3, 10, -1.0);
+        assert_eq!(c, before);
+    }
+}
