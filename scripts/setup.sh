@@ -9,6 +9,7 @@
 #   SETUP_SKIP_APT=1            Debian packages (wasm toolchain, lld, chromium, lavapipe, node)
 #   SETUP_SKIP_WASM_BINDGEN=1   cargo install wasm-bindgen-cli
 #   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B)
+#   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core, pinned by its lock file)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,6 +100,19 @@ setup_rust_components() {
   say "rust: $(rustc --version), $(cargo clippy --version)"
 }
 
+# The page-level tests' node packages (tests/e2e/package-lock.json). Reinstalled when the lock
+# file is newer than the install, so the test command itself never reaches the registry.
+setup_npm() {
+  local dir=$root/tests/e2e stamp=$root/tests/e2e/node_modules/.package-lock.json
+  if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ]; then
+    say "npm: tests/e2e packages already installed"
+    return
+  fi
+  command -v npm >/dev/null || die "npm missing (apt package npm)"
+  say "npm: installing tests/e2e packages (npm ci)"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+}
+
 setup_models() {
   say "models: SmolLM2-135M-Instruct, Qwen2.5-Coder-0.5B-Instruct"
   "$root/scripts/fetch-models.sh" smollm2
@@ -112,5 +126,6 @@ if [ "${SETUP_SKIP_WASM_BINDGEN:-0}" = 1 ]; then
 else
   setup_wasm_bindgen
 fi
+if [ "${SETUP_SKIP_NPM:-0}" = 1 ]; then say "npm: skipped (SETUP_SKIP_NPM=1)"; else setup_npm; fi
 if [ "${SETUP_SKIP_MODELS:-0}" = 1 ]; then say "models: skipped (SETUP_SKIP_MODELS=1)"; else setup_models; fi
 say "ok"

@@ -55,10 +55,13 @@ step_browser() { "$root/scripts/wasm.sh" test; }
 step_e2e() {
   # The reference: the native CLI, built in the test profile (optimized, and what the `test`
   # step builds anyway). Then the npm package's wasm, taken from the browser tests' build (no
-  # second wasm build), and playwright-core from the lock file.
+  # second wasm build), and playwright-core, which scripts/setup.sh installs from the lock file.
+  if [ ! -d "$root/tests/e2e/node_modules/playwright-core" ]; then
+    echo "test.sh: tests/e2e has no playwright-core: run scripts/setup.sh" >&2
+    return 1
+  fi
   cargo build --profile test -p runahead-cli
   WASM_PKG_FROM_TESTS=1 "$root/scripts/wasm.sh" pkg
-  npm ci --prefix "$root/tests/e2e" --no-audit --no-fund
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test "$root/tests/e2e/demo.test.mjs"
 }
 step_test() { cargo test --workspace; }

@@ -14,7 +14,7 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_with, Depth, Drafter, GenerateOptions, SamplingParams, Stats,
+    calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, SamplingParams, Stats,
 };
 
 use crate::drafting::{build_drafter, DraftBackend, DraftSpec};
@@ -156,15 +156,7 @@ fn bench_backend<M: LanguageModel>(
     max_tokens: usize,
 ) -> Result<Vec<BenchRow>> {
     let cost = pollster::block_on(calibrate(m, 3))?;
-    for context in [64, 1024] {
-        let curve = cost.at(context);
-        let ratios: Vec<String> = curve.ratios().iter().map(|r| format!("{r:.2}")).collect();
-        eprintln!(
-            "[{backend}: verification behind {context} entries: 1 row {:.1} ms; 1..16 rows relative to 1: {}]",
-            curve.seconds(1) * 1e3,
-            ratios.join(" ")
-        );
-    }
+    print_cost(backend, "calibrated", &cost);
     let greedy = |depth| GenerateOptions {
         max_tokens,
         sampling: SamplingParams::greedy(),
@@ -172,7 +164,7 @@ fn bench_backend<M: LanguageModel>(
         ..GenerateOptions::default()
     };
     let plain_opts = greedy(Depth::default());
-    let spec_opts = greedy(Depth::Adaptive(cost));
+    let mut spec_opts = greedy(Depth::Adaptive(cost));
     let mut rows = Vec::new();
     for (suite, prompts) in suites.iter().zip(encoded) {
         if prompts.is_empty() {
@@ -213,6 +205,10 @@ fn bench_backend<M: LanguageModel>(
                     );
                 }
                 spec.add(&g.stats);
+                // The cost model learns across generations, as in a long-running page.
+                if let Some(cost) = g.cost {
+                    spec_opts.depth = Depth::Adaptive(cost);
+                }
             }
             let row = BenchRow {
                 suite: suite.name.clone(),
@@ -236,7 +232,22 @@ fn bench_backend<M: LanguageModel>(
             rows.push(row);
         }
     }
+    if let Depth::Adaptive(cost) = &spec_opts.depth {
+        print_cost(backend, "after the run", cost);
+    }
     Ok(rows)
+}
+
+fn print_cost(backend: &str, when: &str, cost: &CostModel) {
+    for context in [64, 1024] {
+        let curve = cost.at(context);
+        let ratios: Vec<String> = curve.ratios().iter().map(|r| format!("{r:.2}")).collect();
+        eprintln!(
+            "[{backend}: verification cost ({when}) behind {context} entries: 1 row {:.1} ms; 1..16 rows relative to 1: {}]",
+            curve.seconds(1) * 1e3,
+            ratios.join(" ")
+        );
+    }
 }
 
 fn write_report(

@@ -4,9 +4,12 @@
 //! Two things set it. The weights are read once per forward whatever the rows (so on a GPU a
 //! few more rows are nearly free), and attention reads the whole cache once per row (so the
 //! extra rows grow dearer as the context grows). A model calibrated behind a short context
-//! alone underestimates verification behind a long prompt, where a wrong draft costs most;
-//! [`calibrate`] therefore times every block size at two context lengths, and the cost in
-//! between and beyond is linear in the context, as attention is.
+//! alone underestimates verification behind a long prompt, where a wrong draft costs most. So
+//! every block size is timed at two context lengths, and the cost in between and beyond is
+//! linear in the context, as attention is: [`calibrate`] times them behind a short context when
+//! the model loads, and [`calibrate_far`] behind the first long context a generation reaches,
+//! behind the tokens already in the cache (a prefill of its own would cost more than all the
+//! timing on a slow device).
 
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
@@ -29,6 +32,8 @@ pub struct CostModel {
     drift: f64,
     /// Online: per block size, what remains of that ratio after `drift`.
     correction: Vec<f64>,
+    /// Calibrated behind `near` entries and waiting for a second, long context.
+    far_pending: bool,
 }
 
 /// The cost of every block size at one context length.
@@ -63,6 +68,7 @@ impl CostModel {
             per_entry: vec![0.0; BLOCKS],
             drift: 1.0,
             correction: vec![1.0; BLOCKS],
+            far_pending: false,
         }
     }
 
@@ -113,6 +119,27 @@ impl CostModel {
             per_entry,
             drift: 1.0,
             correction: vec![1.0; BLOCKS],
+            far_pending: false,
+        }
+    }
+
+    /// Whether [`calibrate_far`] should time the blocks behind `context` entries: the model
+    /// was calibrated behind a short context only, and `context` is long enough for the
+    /// difference to show over timing noise.
+    pub fn wants_far(&self, context: usize) -> bool {
+        self.far_pending && context >= FAR_CONTEXT_MIN.max(4 * self.near)
+    }
+
+    /// The model with `far_samples` measured behind `far` entries (see
+    /// [`CostModel::from_two_contexts`]); the online corrections are kept.
+    fn with_far(&self, far: usize, far_samples: &[(usize, f64)]) -> Self {
+        let near_samples: Vec<(usize, f64)> = (1..=BLOCKS)
+            .map(|rows| (rows, self.near_seconds[rows - 1]))
+            .collect();
+        CostModel {
+            drift: self.drift,
+            correction: self.correction.clone(),
+            ..Self::from_two_contexts(self.near, &near_samples, far, far_samples)
         }
     }
 
@@ -194,65 +221,67 @@ fn make_non_decreasing(values: &mut [f64]) {
 /// Cache entries in front of the first timed blocks: verification runs behind a prompt, not
 /// on an empty cache.
 const NEAR_CONTEXT: usize = 64;
-/// Cache entries in front of the second timed blocks: a long prompt (less where the context
-/// is shorter).
-const FAR_CONTEXT: usize = 512;
+/// Shortest context for the second timing ([`calibrate_far`]).
+const FAR_CONTEXT_MIN: usize = 256;
 /// Blocks timed at each context.
 const TIMED_ROWS: [usize; 5] = [1, 2, 4, 8, 16];
-/// Largest block the calibration prefills at once.
-const PREFILL_BLOCK: usize = 256;
 
-/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short and
-/// behind a long context (each the median of `repeats` runs; one warm-up per block size, where
-/// a first use may compile or allocate), and leaves the cache empty.
+/// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short
+/// context (each the median of `repeats` runs, after a warm-up: a first use may compile or
+/// allocate), and leaves the cache empty. The model waits for [`calibrate_far`] when the
+/// context has room for a long one.
 pub async fn calibrate<M: LanguageModel>(
     model: &mut M,
     repeats: usize,
 ) -> Result<CostModel, ModelError> {
-    let vocab = model.config().vocab_size.max(1) as u32;
-    // Room behind each context for the largest timed block.
-    let last = model.capacity().saturating_sub(BLOCKS + 1);
-    let near = NEAR_CONTEXT.min(last);
-    let far = FAR_CONTEXT.min(last);
-    let tokens: Vec<u32> = (0..far as u32 + BLOCKS as u32)
-        .map(|i| (i * 7919 + 13) % vocab)
-        .collect();
+    let vocab = model.config().vocab_size.max(1);
+    // Room behind the context for the largest timed block.
+    let near = NEAR_CONTEXT.min(model.capacity().saturating_sub(BLOCKS + 1));
+    let tokens = filler(vocab, near + BLOCKS);
     model.truncate(0);
     let result = async {
-        prefill(model, &tokens[..near], 0).await?;
-        let near_samples = time_blocks(model, &tokens, near, repeats, true).await?;
-        // Worth a second context only when it is much longer than the first.
-        if far < 2 * near.max(1) {
-            return Ok(CostModel::from_samples(&near_samples));
+        if near > 0 {
+            model
+                .forward_argmax(&Batch::causal(&tokens[..near], 0))
+                .await?;
         }
-        prefill(model, &tokens[near..far], near).await?;
-        let far_samples = time_blocks(model, &tokens, far, repeats, false).await?;
-        Ok(CostModel::from_two_contexts(
-            near,
-            &near_samples,
-            far,
-            &far_samples,
-        ))
+        time_blocks(model, &tokens[near..], near, repeats, true).await
     }
     .await;
     model.truncate(0);
-    result
-}
-
-async fn prefill<M: LanguageModel>(
-    model: &mut M,
-    tokens: &[u32],
-    start: usize,
-) -> Result<(), ModelError> {
-    for (i, chunk) in tokens.chunks(PREFILL_BLOCK).enumerate() {
-        model
-            .forward_argmax(&Batch::causal(chunk, start + i * PREFILL_BLOCK))
-            .await?;
+    let samples = result?;
+    if samples.is_empty() {
+        return Ok(CostModel::flat());
     }
-    Ok(())
+    let mut cost = CostModel::from_samples(&samples);
+    cost.near = near;
+    cost.far_pending = model.capacity() >= FAR_CONTEXT_MIN.max(4 * near) + BLOCKS;
+    Ok(cost)
 }
 
-/// `(rows, median seconds)` of the timed blocks behind the cache's `base` entries.
+/// Times the blocks behind the `model.cache_len()` entries already in the cache (whatever they
+/// hold: only the time counts), leaves the cache as it was, and completes `cost` with them
+/// (see [`CostModel::wants_far`]). Returns the seconds it took.
+pub async fn calibrate_far<M: LanguageModel>(
+    model: &mut M,
+    cost: &mut CostModel,
+    repeats: usize,
+) -> Result<f64, ModelError> {
+    let start = Instant::now();
+    let base = model.cache_len();
+    let tokens = filler(model.config().vocab_size.max(1), BLOCKS);
+    let samples = time_blocks(model, &tokens, base, repeats, false).await;
+    model.truncate(base);
+    *cost = cost.with_far(base, &samples?);
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// `n` arbitrary valid tokens for timed blocks.
+fn filler(vocab: usize, n: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect()
+}
+
+/// `(rows, median seconds)` of blocks of `tokens[..rows]` behind the cache's `base` entries.
 async fn time_blocks<M: LanguageModel>(
     model: &mut M,
     tokens: &[u32],
@@ -262,8 +291,11 @@ async fn time_blocks<M: LanguageModel>(
 ) -> Result<Vec<(usize, f64)>, ModelError> {
     let capacity = model.capacity();
     let mut samples = Vec::new();
-    for &rows in TIMED_ROWS.iter().filter(|&&r| base + r <= capacity) {
-        let block = Batch::causal(&tokens[base..base + rows], base);
+    for &rows in TIMED_ROWS
+        .iter()
+        .filter(|&&r| r <= tokens.len() && base + r <= capacity)
+    {
+        let block = Batch::causal(&tokens[..rows], base);
         if warm_up {
             model.forward_argmax(&block).await?;
             model.truncate(base);
@@ -330,6 +362,21 @@ mod tests {
         // A far measurement faster than the near one (noise) adds no negative slope.
         let noisy = CostModel::from_two_contexts(64, &samples_at(512), 512, &samples_at(64));
         assert_eq!(noisy.at(5000), noisy.at(64));
+    }
+
+    #[test]
+    fn a_long_context_completes_a_short_calibration() {
+        let mut c = CostModel::from_samples(&samples_at(64));
+        c.near = 64;
+        c.far_pending = true;
+        assert!(!c.wants_far(200), "too close to the first context");
+        assert!(c.wants_far(300));
+        c.observe(1, 64, 2.0 * synthetic(1, 64));
+        let done = c.with_far(700, &samples_at(700));
+        assert!(!done.wants_far(5000));
+        assert_eq!(done.drift, c.drift, "online corrections are kept");
+        let (got, want) = (done.modeled(16, 2000), synthetic(16, 2000));
+        assert!((got - want).abs() < 1e-9, "{got} vs {want}");
     }
 
     #[test]

@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 
-use crate::cost::{CostCurve, CostModel};
+use runahead_model::{LanguageModel, ModelError};
+
+use crate::cost::{calibrate_far, CostCurve, CostModel};
 use crate::draft::{ranked_path_confidence, Draft};
 
 /// Exponential moving average of a time that is 0 until first measured.
@@ -105,6 +107,9 @@ pub struct DepthController {
 /// can win back its place when the text changes.
 const RETRY_AFTER: usize = 16;
 
+/// Timed forwards per block size behind a long context.
+const FAR_REPEATS: usize = 3;
+
 /// Speculating must promise at least this much over plain decoding: timings are noisy, and a
 /// wrong bet costs more than a missed one.
 const MIN_GAIN: f64 = 1.1;
@@ -119,6 +124,26 @@ impl DepthController {
             depth,
             curve,
             by_source: HashMap::new(),
+        }
+    }
+
+    /// Completes a cost model calibrated behind a short context the first time the cache is
+    /// long (see [`CostModel::wants_far`]); returns the seconds that took (0 when nothing was
+    /// timed).
+    pub async fn refine<M: LanguageModel>(&mut self, model: &mut M) -> Result<f64, ModelError> {
+        match &mut self.depth {
+            Depth::Adaptive(cost) if cost.wants_far(model.cache_len()) => {
+                calibrate_far(model, cost, FAR_REPEATS).await
+            }
+            _ => Ok(0.0),
+        }
+    }
+
+    /// The cost model with what this controller learned (for the next generation).
+    pub fn into_cost(self) -> Option<CostModel> {
+        match self.depth {
+            Depth::Adaptive(cost) => Some(cost),
+            Depth::Fixed(_) => None,
         }
     }
 

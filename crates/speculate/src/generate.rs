@@ -5,6 +5,7 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
 
+use crate::cost::CostModel;
 use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter};
@@ -104,7 +105,10 @@ pub struct Stats {
     pub drafted: usize,
     pub accepted: usize,
     pub prefill_seconds: f64,
+    /// Decoding, without `calibration_seconds`.
     pub decode_seconds: f64,
+    /// Timing the target behind a long context for adaptive depth (once per cost model).
+    pub calibration_seconds: f64,
     /// Per drafter (one entry per drafter that proposed; `auto` lists the ones it chose).
     pub drafters: Vec<DrafterStats>,
 }
@@ -144,6 +148,7 @@ impl Stats {
         self.accepted += other.accepted;
         self.prefill_seconds += other.prefill_seconds;
         self.decode_seconds += other.decode_seconds;
+        self.calibration_seconds += other.calibration_seconds;
         for d in &other.drafters {
             let total = self.drafter(d.name);
             total.steps += d.steps;
@@ -179,6 +184,9 @@ pub struct Generation {
     pub provenance: Vec<Provenance>,
     pub stop: StopReason,
     pub stats: Stats,
+    /// The adaptive depth's cost model after this generation (refined by its forwards, and
+    /// timed behind a long context if it reached one), to pass to the next.
+    pub cost: Option<CostModel>,
 }
 
 /// Generates up to `opts.max_tokens` tokens after `prompt` (the model's cache is reset).
@@ -238,9 +246,11 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         provenance: Vec::new(),
         stop: StopReason::MaxTokens,
         stats: Stats::default(),
+        cost: None,
     };
     if opts.max_tokens == 0 {
         out.stats = stats;
+        out.cost = DepthController::new(opts.depth.clone()).into_cost();
         return Ok(out);
     }
 
@@ -287,6 +297,9 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         }
         // Room for the draft: the output budget, the cache, and the engine's block size.
         let room = (remaining - 1).min(context - base - 1).min(MAX_DRAFT);
+        if drafter.is_some() {
+            stats.calibration_seconds += depth.refine(model).await?;
+        }
         depth.at_context(base);
         let step = match drafter.as_deref_mut() {
             Some(d) if room > 0 => {
@@ -365,9 +378,10 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     if let Some(d) = drafter {
         d.finish(prompt.len(), &history);
     }
-    stats.decode_seconds = start.elapsed().as_secs_f64();
+    stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
     stats.generated_tokens = out.tokens.len();
     out.stats = stats;
+    out.cost = depth.into_cost();
     Ok(out)
 }
 

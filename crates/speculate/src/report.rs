@@ -58,6 +58,7 @@ pub fn generation_json(
             "accepted": s.accepted,
             "prefill_seconds": s.prefill_seconds,
             "decode_seconds": s.decode_seconds,
+            "calibration_seconds": s.calibration_seconds,
             "tokens_per_second": s.tokens_per_second(),
             "backend": backend,
             "draft": draft,

@@ -187,8 +187,8 @@ fn draft_model_rolls_back_to_the_shared_prefix() {
 }
 
 #[test]
-fn calibration_leaves_an_empty_cache_and_prices_long_contexts() {
-    for context in [256, 40, 12] {
+fn calibration_leaves_the_cache_as_it_was() {
+    for context in [512, 40, 12] {
         let file = tiny(&TinyModel {
             context,
             ..TinyModel::llama()
@@ -197,21 +197,34 @@ fn calibration_leaves_an_empty_cache_and_prices_long_contexts() {
         block_on(m.forward(&runahead_model::Batch::causal(&[3, 4, 5], 0))).unwrap();
         let cost = block_on(calibrate(&mut m, 1)).unwrap();
         assert_eq!(m.cache_len(), 0, "context {context}");
-        for at in [0, context / 2, context] {
-            let curve = cost.at(at);
-            assert!(
-                (1..=16).all(|r| curve.seconds(r).is_finite() && curve.seconds(r) > 0.0),
-                "context {context}, priced at {at}: {curve:?}"
-            );
-        }
-        // Decoding afterwards starts from the empty cache.
-        let prompt = [5, 9, 12];
-        let plain = run(&mut m, None, &prompt, &opts(8, Depth::default()));
-        let mut fresh = CpuModel::load(&file, None).unwrap();
-        assert_eq!(
-            plain.tokens,
-            run(&mut fresh, None, &prompt, &opts(8, Depth::default())).tokens
+        let curve = cost.at(context);
+        assert!(
+            (1..=16).all(|r| curve.seconds(r).is_finite() && curve.seconds(r) > 0.0),
+            "context {context}: {curve:?}"
         );
+        assert_eq!(cost.wants_far(300), context == 512, "context {context}");
+
+        // A prompt long enough for the second timing, behind it: the output is plain
+        // decoding's, and the returned cost model has both contexts.
+        let prompt: Vec<u32> = (0..(context * 3 / 5) as u32)
+            .map(|i| i * 7 % 200 + 2)
+            .collect();
+        let mut suffix = SuffixDrafter::new(1 << 12);
+        let o = opts(context / 5, Depth::Adaptive(cost));
+        let spec = run(&mut m, Some(&mut suffix), &prompt, &o);
+        let mut fresh = CpuModel::load(&file, None).unwrap();
+        let plain = run(
+            &mut fresh,
+            None,
+            &prompt,
+            &opts(context / 5, Depth::default()),
+        );
+        assert_eq!(spec.tokens, plain.tokens, "context {context}");
+        let after = spec
+            .cost
+            .expect("an adaptive generation returns its cost model");
+        assert!(!after.wants_far(300), "context {context}: timed once");
+        assert_eq!(spec.stats.calibration_seconds > 0.0, context == 512);
     }
 }
 

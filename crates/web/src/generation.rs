@@ -133,7 +133,7 @@ pub async fn run<M: LanguageModel>(
     };
     let drafter = drafters.get(&opts.draft)?;
     let mut decoder = tokenizer.decoder();
-    let result = generate_with(
+    let mut result = generate_with(
         model,
         drafter,
         prompt,
@@ -149,6 +149,11 @@ pub async fn run<M: LanguageModel>(
         },
     )
     .await?;
+    // What this generation learned of the device's cost (and its timing behind a long
+    // context, done once) serves the next one.
+    if let Some(cost) = result.cost.take() {
+        drafters.cost = Some(cost);
+    }
     Ok(generation_json(&result, tokenizer, backend, &opts.draft))
 }
 
