@@ -126,7 +126,7 @@ pub fn depth<M: LanguageModel>(arg: &str, model: &mut M, speculating: bool) -> R
             return Ok(Depth::default());
         }
         let cost = pollster::block_on(calibrate(model, 3)).context("calibrating the target")?;
-        return Ok(Depth::Adaptive(cost));
+        return Ok(Depth::adaptive(cost));
     }
     match arg.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(Depth::Fixed(n)),

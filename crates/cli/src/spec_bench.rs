@@ -164,7 +164,7 @@ fn bench_backend<M: LanguageModel>(
         ..GenerateOptions::default()
     };
     let plain_opts = greedy(Depth::default());
-    let mut spec_opts = greedy(Depth::Adaptive(cost));
+    let mut spec_opts = greedy(Depth::adaptive(cost));
     let mut rows = Vec::new();
     for (suite, prompts) in suites.iter().zip(encoded) {
         if prompts.is_empty() {
@@ -205,10 +205,8 @@ fn bench_backend<M: LanguageModel>(
                     );
                 }
                 spec.add(&g.stats);
-                // The cost model learns across generations, as in a long-running page.
-                if let Some(cost) = g.cost {
-                    spec_opts.depth = Depth::Adaptive(cost);
-                }
+                // Adaptive depth learns across generations, as in a long-running page.
+                spec_opts.depth = g.depth;
             }
             let row = BenchRow {
                 suite: suite.name.clone(),
@@ -232,8 +230,8 @@ fn bench_backend<M: LanguageModel>(
             rows.push(row);
         }
     }
-    if let Depth::Adaptive(cost) = &spec_opts.depth {
-        print_cost(backend, "after the run", cost);
+    if let Depth::Adaptive(a) = &spec_opts.depth {
+        print_cost(backend, "after the run", &a.cost);
     }
     Ok(rows)
 }

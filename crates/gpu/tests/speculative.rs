@@ -91,7 +91,7 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
             let depth = if (i as usize / 4 + k / 2).is_multiple_of(2) {
                 Depth::Fixed(8)
             } else {
-                Depth::Adaptive(CostModel::linear(0.05))
+                Depth::adaptive(CostModel::linear(0.05))
             };
             let s = run(target, Some(d.as_mut()), &prompt, depth);
             assert_eq!(s.tokens, plain.tokens, "{} prompt {i}", d.name());

@@ -30,7 +30,26 @@ pub enum Depth {
     /// Verify every node the drafter proposes, up to this many.
     Fixed(usize),
     /// Choose per step from the measured costs and the running acceptance.
-    Adaptive(CostModel),
+    Adaptive(Adaptive),
+}
+
+impl Depth {
+    /// Adaptive depth over `cost`, with nothing learned yet of the drafters.
+    pub fn adaptive(cost: CostModel) -> Self {
+        Depth::Adaptive(Adaptive {
+            cost,
+            drafters: HashMap::new(),
+        })
+    }
+}
+
+/// What adaptive depth knows: the target's verification cost on this device, and how far each
+/// drafter's confidences can be trusted. A generation returns it refined
+/// ([`crate::Generation::depth`]) so that the next one starts from there, not from scratch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adaptive {
+    pub cost: CostModel,
+    drafters: HashMap<&'static str, Calibration>,
 }
 
 impl Default for Depth {
@@ -40,7 +59,7 @@ impl Default for Depth {
 }
 
 /// Running agreement between a drafter's confidences and what was accepted.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Calibration {
     accepted: f64,
     expected: f64,
@@ -116,14 +135,14 @@ const MIN_GAIN: f64 = 1.1;
 
 impl DepthController {
     pub fn new(depth: Depth) -> Self {
-        let curve = match &depth {
-            Depth::Adaptive(cost) => cost.at(0),
-            Depth::Fixed(_) => CostCurve::flat(),
+        let (curve, by_source) = match &depth {
+            Depth::Adaptive(a) => (a.cost.at(0), a.drafters.clone()),
+            Depth::Fixed(_) => (CostCurve::flat(), HashMap::new()),
         };
         DepthController {
             depth,
             curve,
-            by_source: HashMap::new(),
+            by_source,
         }
     }
 
@@ -132,26 +151,29 @@ impl DepthController {
     /// timed).
     pub async fn refine<M: LanguageModel>(&mut self, model: &mut M) -> Result<f64, ModelError> {
         match &mut self.depth {
-            Depth::Adaptive(cost) if cost.wants_far(model.cache_len()) => {
-                calibrate_far(model, cost, FAR_REPEATS).await
+            Depth::Adaptive(a) if a.cost.wants_far(model.cache_len()) => {
+                calibrate_far(model, &mut a.cost, FAR_REPEATS).await
             }
             _ => Ok(0.0),
         }
     }
 
-    /// The cost model with what this controller learned (for the next generation).
-    pub fn into_cost(self) -> Option<CostModel> {
+    /// The depth policy with what this controller learned (for the next generation).
+    pub fn into_depth(self) -> Depth {
         match self.depth {
-            Depth::Adaptive(cost) => Some(cost),
-            Depth::Fixed(_) => None,
+            Depth::Adaptive(a) => Depth::Adaptive(Adaptive {
+                drafters: self.by_source,
+                ..a
+            }),
+            fixed => fixed,
         }
     }
 
     /// Prices the next step's verification behind `context` cached entries (attention makes
     /// the extra rows dearer as the context grows).
     pub fn at_context(&mut self, context: usize) {
-        if let Depth::Adaptive(cost) = &self.depth {
-            self.curve = cost.at(context);
+        if let Depth::Adaptive(a) = &self.depth {
+            self.curve = a.cost.at(context);
         }
     }
 
@@ -259,8 +281,8 @@ impl DepthController {
             let per = draft_seconds / proposed as f64;
             cal.draft_seconds_per_node = running_average(cal.draft_seconds_per_node, per);
         }
-        if let Depth::Adaptive(cost) = &mut self.depth {
-            cost.observe(verify_rows, context, verify_seconds);
+        if let Depth::Adaptive(a) = &mut self.depth {
+            a.cost.observe(verify_rows, context, verify_seconds);
         }
     }
 }
@@ -301,7 +323,7 @@ mod tests {
 
     #[test]
     fn cheap_verification_keeps_long_drafts_and_expensive_keeps_none() {
-        let flat = DepthController::new(Depth::Adaptive(CostModel::linear(0.02)));
+        let flat = DepthController::new(Depth::adaptive(CostModel::linear(0.02)));
         let mut d = chain(0.9, 12);
         prune(&flat, &mut d);
         assert!(
@@ -318,7 +340,7 @@ mod tests {
         );
 
         // Cost linear in the rows (a CPU): a node must be near certain to pay for itself.
-        let cpu = DepthController::new(Depth::Adaptive(CostModel::linear(1.0)));
+        let cpu = DepthController::new(Depth::adaptive(CostModel::linear(1.0)));
         let mut d = chain(0.6, 12);
         prune(&cpu, &mut d);
         assert!(d.is_empty(), "speculation switches off when it cannot pay");
@@ -330,7 +352,7 @@ mod tests {
 
     #[test]
     fn calibration_discounts_an_overconfident_drafter() {
-        let mut c = DepthController::new(Depth::Adaptive(CostModel::linear(0.3)));
+        let mut c = DepthController::new(Depth::adaptive(CostModel::linear(0.3)));
         let mut d = chain(0.9, 10);
         let before = prune(&c, &mut d.clone());
         for _ in 0..40 {
@@ -338,6 +360,22 @@ mod tests {
         }
         let after = prune(&c, &mut d);
         assert!(after < before / 2.0, "{after} vs {before}");
+    }
+
+    #[test]
+    fn what_a_generation_learned_carries_over() {
+        let mut c = DepthController::new(Depth::adaptive(CostModel::linear(0.3)));
+        let d = chain(0.9, 10);
+        let fresh = prune(&c, &mut d.clone());
+        for _ in 0..40 {
+            c.record(step("test", 5.0, 0, 10, 0.0));
+        }
+        let next = DepthController::new(c.into_depth());
+        assert!(prune(&next, &mut d.clone()) < fresh / 2.0);
+        assert_eq!(
+            DepthController::new(Depth::Fixed(4)).into_depth(),
+            Depth::Fixed(4)
+        );
     }
 
     #[test]
@@ -356,7 +394,7 @@ mod tests {
 
     #[test]
     fn model_budget_follows_acceptance_and_retries() {
-        let mut c = DepthController::new(Depth::Adaptive(CostModel::linear(0.05)));
+        let mut c = DepthController::new(Depth::adaptive(CostModel::linear(0.05)));
         c.record(step("model", 0.0, 0, 4, 0.04)); // drafting costs 1% of a forward per node
         let high = c.budget("model", true, 0.9, 15);
         let low = c.budget("model", true, 0.3, 15);

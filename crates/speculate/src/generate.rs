@@ -5,7 +5,6 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
 
-use crate::cost::CostModel;
 use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter};
@@ -184,9 +183,10 @@ pub struct Generation {
     pub provenance: Vec<Provenance>,
     pub stop: StopReason,
     pub stats: Stats,
-    /// The adaptive depth's cost model after this generation (refined by its forwards, and
-    /// timed behind a long context if it reached one), to pass to the next.
-    pub cost: Option<CostModel>,
+    /// The depth policy after this generation, to pass to the next: an adaptive one with its
+    /// cost model refined by this generation's forwards (and timed behind a long context if it
+    /// reached one) and its drafters' calibration.
+    pub depth: Depth,
 }
 
 /// Generates up to `opts.max_tokens` tokens after `prompt` (the model's cache is reset).
@@ -246,11 +246,10 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         provenance: Vec::new(),
         stop: StopReason::MaxTokens,
         stats: Stats::default(),
-        cost: None,
+        depth: opts.depth.clone(),
     };
     if opts.max_tokens == 0 {
         out.stats = stats;
-        out.cost = DepthController::new(opts.depth.clone()).into_cost();
         return Ok(out);
     }
 
@@ -381,7 +380,7 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
     stats.generated_tokens = out.tokens.len();
     out.stats = stats;
-    out.cost = depth.into_cost();
+    out.depth = depth.into_depth();
     Ok(out)
 }
 

@@ -16,7 +16,7 @@ mod verify;
 
 pub use auto::AutoDrafter;
 pub use cost::{calibrate, CostCurve, CostModel};
-pub use depth::{Depth, DepthController, Plan, StepRecord};
+pub use depth::{Adaptive, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{

@@ -118,7 +118,7 @@ fn every_drafter_equals_plain_greedy_on_generated_models() {
             )),
             Box::new(RandomTrees(TestRng::new(5), vocab)),
         ];
-        let depths = [Depth::Fixed(8), Depth::Adaptive(CostModel::linear(0.05))];
+        let depths = [Depth::Fixed(8), Depth::adaptive(CostModel::linear(0.05))];
         let (mut accepted, mut drafted) = (0, 0);
         for (i, prompt) in prompts(vocab).iter().enumerate() {
             let plain = run(&mut m, None, prompt, &opts(20, Depth::default()));
@@ -210,7 +210,7 @@ fn calibration_leaves_the_cache_as_it_was() {
             .map(|i| i * 7 % 200 + 2)
             .collect();
         let mut suffix = SuffixDrafter::new(1 << 12);
-        let o = opts(context / 5, Depth::Adaptive(cost));
+        let o = opts(context / 5, Depth::adaptive(cost));
         let spec = run(&mut m, Some(&mut suffix), &prompt, &o);
         let mut fresh = CpuModel::load(&file, None).unwrap();
         let plain = run(
@@ -220,10 +220,10 @@ fn calibration_leaves_the_cache_as_it_was() {
             &opts(context / 5, Depth::default()),
         );
         assert_eq!(spec.tokens, plain.tokens, "context {context}");
-        let after = spec
-            .cost
-            .expect("an adaptive generation returns its cost model");
-        assert!(!after.wants_far(300), "context {context}: timed once");
+        let Depth::Adaptive(after) = spec.depth else {
+            panic!("an adaptive generation returns its adaptive state");
+        };
+        assert!(!after.cost.wants_far(300), "context {context}: timed once");
         assert_eq!(spec.stats.calibration_seconds > 0.0, context == 512);
     }
 }

@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_with, generation_json, AutoDrafter, CostModel, Depth, Drafter,
-    GenerateOptions, NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
+    calibrate, generate_with, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
+    NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -21,15 +21,15 @@ pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
 /// An engine's drafters, kept across generations so that what they learn carries over from one
 /// `generate` to the next: the suffix drafter's global index of earlier outputs (a page that
 /// asks about the same document again drafts from its earlier answers), the n-gram drafter's
-/// acceptance per match length, and auto's running estimates. Also the target's measured
-/// verification cost, calibrated once.
+/// acceptance per match length, and auto's running estimates. Also what adaptive depth learned:
+/// the target's verification cost (calibrated once) and how far each drafter can be trusted.
 pub struct Drafters {
     ngram: NgramDrafter,
     suffix: SuffixDrafter,
     auto: AutoDrafter,
-    /// Verification cost per block size on this device: measured by the first generation that
-    /// speculates with `depth: "auto"`, reused by the later ones.
-    cost: Option<CostModel>,
+    /// Adaptive depth's state: calibrated by the first generation that speculates with
+    /// `depth: "auto"`, refined by each one after.
+    adaptive: Option<Depth>,
 }
 
 impl Default for Drafters {
@@ -38,7 +38,7 @@ impl Default for Drafters {
             ngram: NgramDrafter::default(),
             suffix: SuffixDrafter::default(),
             auto: AutoDrafter::new(SuffixDrafter::default(), None),
-            cost: None,
+            adaptive: None,
         }
     }
 }
@@ -65,11 +65,11 @@ impl Drafters {
             _ if opts.draft == "none" => Ok(Depth::default()),
             DepthOption::Fixed(n) => Ok(Depth::Fixed(*n)),
             DepthOption::Named(_) => {
-                let cost = match &self.cost {
-                    Some(cost) => cost.clone(),
-                    None => self.cost.insert(calibrate(model, 3).await?).clone(),
-                };
-                Ok(Depth::Adaptive(cost))
+                if let Some(depth) = &self.adaptive {
+                    return Ok(depth.clone());
+                }
+                let depth = Depth::adaptive(calibrate(model, 3).await?);
+                Ok(self.adaptive.insert(depth).clone())
             }
         }
     }
@@ -150,9 +150,9 @@ pub async fn run<M: LanguageModel>(
     )
     .await?;
     // What this generation learned of the device's cost (and its timing behind a long
-    // context, done once) serves the next one.
-    if let Some(cost) = result.cost.take() {
-        drafters.cost = Some(cost);
+    // context, done once) and of the drafters serves the next one.
+    if matches!(result.depth, Depth::Adaptive(_)) {
+        drafters.adaptive = Some(std::mem::take(&mut result.depth));
     }
     Ok(generation_json(&result, tokenizer, backend, &opts.draft))
 }
