@@ -6,9 +6,10 @@ mod common;
 use common::{max_rel_diff, tiny_ctx};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
+use runahead_gpu::kernels::MatmulShape;
+use runahead_gpu::{GpuContext, GpuError, GpuModel, GpuOptions};
 use runahead_model::testing::TinyModel;
-use runahead_model::{Batch, CpuModel, LanguageModel, Logits};
+use runahead_model::{Batch, CpuModel, LanguageModel, Logits, ModelError};
 
 const PROMPT: [u32; 7] = [5, 77, 120, 3, 260, 42, 199];
 /// GPU and CPU reduce in different orders and use different exp/cos implementations.
@@ -119,6 +120,39 @@ fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
             again,
             rows(&block_on(c.forward(&Batch::causal(&[13, 20], 4))).unwrap()),
             "{name}: truncate"
+        );
+    }
+}
+
+/// A lost device (destroyed on purpose here; in a page: a driver reset, a GPU process crash)
+/// is a typed error on every later call, not a panic or a hang.
+#[test]
+fn a_lost_device_is_a_typed_error() {
+    // Its own device: destroying the shared one would break the other tests.
+    let ctx = block_on(GpuContext::new(GpuOptions {
+        matmul_shape: Some(MatmulShape::GPU),
+        ..GpuOptions::default()
+    }))
+    .unwrap();
+    let spec = TinyModel {
+        n_layers: 1,
+        ..TinyModel::llama()
+    };
+    let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let mut m = GpuModel::load(&ctx, &file, None).unwrap();
+    block_on(m.forward_argmax(&Batch::causal(&PROMPT, 0))).unwrap();
+    ctx.device.destroy();
+    for step in 0..2 {
+        let at = m.cache_len();
+        let err = block_on(m.forward_argmax(&Batch::causal(&[17], at)))
+            .expect_err("a forward on a destroyed device");
+        let lost = match &err {
+            ModelError::Backend(e) => e.downcast_ref::<GpuError>(),
+            _ => None,
+        };
+        assert!(
+            matches!(lost, Some(GpuError::DeviceLost(_))),
+            "step {step}: {err:?}"
         );
     }
 }
