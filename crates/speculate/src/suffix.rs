@@ -383,6 +383,43 @@ pub struct SuffixDrafter {
     pub depth_per_match: f32,
     /// Candidates whose path probability falls below this are not proposed.
     pub min_score: f32,
+    trust: TrustByLength,
+    /// Match length and trust factor of the last draft, for [`Drafter::observe`].
+    last: Option<(usize, f32)>,
+}
+
+/// How well the trie's frequencies have predicted acceptance, per match length: after a match of
+/// one common token, a continuation seen once says little (its frequency is 1/1), after a
+/// match of twelve it says a lot. Each draft's confidences are scaled by its length's factor.
+#[derive(Clone, Debug)]
+struct TrustByLength {
+    /// `[match length] -> (accepted, expected)`, exponentially decayed; expected from the
+    /// unscaled frequencies (comparing with the scaled ones would converge to the root of the
+    /// true factor).
+    counts: Vec<(f32, f32)>,
+}
+
+impl TrustByLength {
+    const DECAY: f32 = 0.9;
+    const LONGEST: usize = 16;
+
+    fn new() -> Self {
+        TrustByLength {
+            counts: vec![(1.0, 1.0); Self::LONGEST + 1],
+        }
+    }
+
+    /// In `[0.05, 1]`: frequencies are discounted, never inflated.
+    fn factor(&self, matched: usize) -> f32 {
+        let (a, e) = self.counts[matched.min(Self::LONGEST)];
+        (a / e).clamp(0.05, 1.0)
+    }
+
+    fn record(&mut self, matched: usize, expected: f32, accepted: usize) {
+        let (a, e) = &mut self.counts[matched.min(Self::LONGEST)];
+        *a = *a * Self::DECAY + accepted as f32;
+        *e = *e * Self::DECAY + expected;
+    }
 }
 
 impl Default for SuffixDrafter {
@@ -402,6 +439,8 @@ impl SuffixDrafter {
             },
             depth_per_match: 2.0,
             min_score: 0.02,
+            trust: TrustByLength::new(),
+            last: None,
         }
     }
 
@@ -410,19 +449,24 @@ impl SuffixDrafter {
         self.global.tokens
     }
 
-    /// The draft for `context`: the better-scored of the request and global candidates.
+    /// The draft for `context`: the better-scored of the request and global candidates, its
+    /// frequencies scaled by the trust earned by matches of its length.
     pub fn draft(&mut self, context: &[u32], max_nodes: usize) -> Draft {
         self.request.sync(context);
         let mut best = Draft::empty("suffix");
         let mut best_score = 0.0f32;
+        self.last = None;
         for trie in [&self.request.trie, &self.global.trie] {
             if let Some((node, matched)) = trie.longest_match(context) {
                 let depth = ((matched as f32 * self.depth_per_match).ceil() as usize).max(1);
-                let d = trie.expand(node, matched, max_nodes, depth, self.min_score);
+                let mut d = trie.expand(node, matched, max_nodes, depth, self.min_score);
+                let factor = self.trust.factor(matched);
+                d.confidence.iter_mut().for_each(|c| *c *= factor);
                 let score: f32 = d.path_confidence().iter().sum();
                 if score > best_score {
                     best = d;
                     best_score = score;
+                    self.last = Some((matched, factor));
                 }
             }
         }
@@ -440,6 +484,20 @@ impl Drafter for SuffixDrafter {
         request: DraftRequest<'a>,
     ) -> LocalFuture<'a, Result<Draft, ModelError>> {
         ready(Ok(self.draft(request.context, request.max_nodes)))
+    }
+
+    fn observe(&mut self, draft: &Draft, path: &[usize]) {
+        let Some((matched, factor)) = self.last.take() else {
+            return;
+        };
+        // The frequencies' own estimate: undo the factor on every node of every path.
+        let expected: f32 = draft
+            .path_confidence()
+            .iter()
+            .zip(draft.depths())
+            .map(|(&c, depth)| c / factor.powi(depth as i32))
+            .sum();
+        self.trust.record(matched, expected, path.len());
     }
 
     fn finish(&mut self, prompt_len: usize, context: &[u32]) {
@@ -533,5 +591,30 @@ mod tests {
         assert_eq!(d.global_tokens(), 6, "the first output was evicted");
         assert!(d.draft(&[7, 101, 102], 4).is_empty());
         d.global.trie.check();
+    }
+
+    #[test]
+    fn short_matches_that_fail_lose_trust_and_long_ones_keep_it() {
+        let mut d = SuffixDrafter::new(1000);
+        // "5" was followed by 6 once: a one-token match, frequency 1.
+        let short = [5, 6, 1, 2, 3, 4, 7, 8, 9, 5];
+        // "1 2 3 4" was followed by 7: a four-token match, frequency 1.
+        let long = [5, 6, 1, 2, 3, 4, 7, 8, 9, 1, 2, 3, 4];
+        let first = d.draft(&short, 1);
+        assert_eq!(first.confidence, vec![1.0], "nothing learned yet");
+        for _ in 0..30 {
+            let draft = d.draft(&short, 1);
+            d.observe(&draft, &[]); // rejected every time
+            let draft = d.draft(&long, 1);
+            d.observe(&draft, &[0]); // accepted every time
+        }
+        let short_conf = d.draft(&short, 1).confidence[0];
+        assert!(short_conf < 0.1, "{short_conf}");
+        assert!(d.draft(&long, 1).confidence[0] > 0.95);
+        // A shadow judgement without a draft of its own changes nothing.
+        let before = d.trust.counts.clone();
+        d.last = None;
+        d.observe(&Draft::chain("suffix", &[1], 1.0), &[0]);
+        assert_eq!(d.trust.counts, before);
     }
 }
