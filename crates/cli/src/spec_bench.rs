@@ -14,7 +14,8 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, SamplingParams, Stats,
+    calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, Generation,
+    SamplingParams, Stats,
 };
 
 use crate::drafting::{build_drafter, DraftBackend, DraftSpec};
@@ -170,26 +171,17 @@ fn bench_backend<M: LanguageModel>(
         if prompts.is_empty() {
             continue;
         }
+        // Per prompt: plain, every drafter, plain again. Measured side by side, a slow or a fast
+        // patch of a noisy machine weighs on both sides of a ratio.
         let mut plain = Stats::default();
-        let mut plain_out = Vec::new();
+        let mut spec = vec![Stats::default(); drafters.len()];
         for p in prompts {
-            let g = pollster::block_on(generate_with(
-                m,
-                None::<&mut dyn Drafter>,
-                p,
-                &plain_opts,
-                |_| false,
-                |_, _| ControlFlow::Continue(()),
-            ))?;
-            plain.add(&g.stats);
-            plain_out.push(g.tokens);
-        }
-        for (name, drafter) in drafters.iter_mut() {
-            let Some(d) = drafter.as_deref_mut() else {
-                continue;
-            };
-            let mut spec = Stats::default();
-            for (p, want) in prompts.iter().zip(&plain_out) {
+            let want = plain_run(m, p, &plain_opts)?;
+            plain.add(&want.stats);
+            for ((name, drafter), spec) in drafters.iter_mut().zip(&mut spec) {
+                let Some(d) = drafter.as_deref_mut() else {
+                    continue;
+                };
                 let g = pollster::block_on(generate_with(
                     m,
                     Some(&mut *d),
@@ -198,7 +190,7 @@ fn bench_backend<M: LanguageModel>(
                     |_| false,
                     |_, _| ControlFlow::Continue(()),
                 ))?;
-                if &g.tokens != want {
+                if g.tokens != want.tokens {
                     bail!(
                         "{backend}/{name}/{}: speculative output differs from plain output",
                         suite.name
@@ -207,6 +199,19 @@ fn bench_backend<M: LanguageModel>(
                 spec.add(&g.stats);
                 // Adaptive depth learns across generations, as in a long-running page.
                 spec_opts.depth = g.depth;
+            }
+            let again = plain_run(m, p, &plain_opts)?;
+            if again.tokens != want.tokens {
+                bail!(
+                    "{backend}/{}: plain decoding is not deterministic",
+                    suite.name
+                );
+            }
+            plain.add(&again.stats);
+        }
+        for ((name, drafter), spec) in drafters.iter().zip(&spec) {
+            if drafter.is_none() {
+                continue;
             }
             let row = BenchRow {
                 suite: suite.name.clone(),
@@ -234,6 +239,21 @@ fn bench_backend<M: LanguageModel>(
         print_cost(backend, "after the run", &a.cost);
     }
     Ok(rows)
+}
+
+fn plain_run<M: LanguageModel>(
+    m: &mut M,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<Generation> {
+    Ok(pollster::block_on(generate_with(
+        m,
+        None::<&mut dyn Drafter>,
+        prompt,
+        opts,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ))?)
 }
 
 fn print_cost(backend: &str, when: &str, cost: &CostModel) {

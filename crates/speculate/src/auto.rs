@@ -7,7 +7,7 @@ use web_time::Instant;
 use crate::cost::CostCurve;
 use crate::depth::running_average;
 use crate::draft::Draft;
-use crate::drafter::{DraftRequest, Drafter, LocalFuture};
+use crate::drafter::{ready, DraftRequest, Drafter, LocalFuture};
 use crate::suffix::SuffixDrafter;
 
 /// Combines the free suffix lookup with an optional draft model. The lookup always runs; its
@@ -87,6 +87,13 @@ impl Drafter for AutoDrafter {
         request: DraftRequest<'a>,
     ) -> LocalFuture<'a, Result<Draft, ModelError>> {
         Box::pin(self.choose(request))
+    }
+
+    fn prefill<'a>(&'a mut self, prompt: &'a [u32]) -> LocalFuture<'a, Result<(), ModelError>> {
+        match self.model.as_mut() {
+            Some(m) => m.prefill(prompt),
+            None => ready(Ok(())),
+        }
     }
 
     fn observe(&mut self, draft: &Draft, path: &[usize]) {

@@ -41,6 +41,14 @@ pub trait Drafter {
         request: DraftRequest<'a>,
     ) -> LocalFuture<'a, Result<Draft, ModelError>>;
 
+    /// The generation's prompt, while the target prefills it: a draft model reads it here, so
+    /// that its prompt processing counts as prefill (time to first token), as the target's does,
+    /// and its first proposal costs what any proposal costs.
+    fn prefill<'a>(&'a mut self, prompt: &'a [u32]) -> LocalFuture<'a, Result<(), ModelError>> {
+        let _ = prompt;
+        ready(Ok(()))
+    }
+
     /// The outcome of the last proposal: `path` lists the accepted nodes of `draft`, root
     /// first. Called once per verified draft.
     fn observe(&mut self, draft: &Draft, path: &[usize]) {

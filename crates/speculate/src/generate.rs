@@ -265,6 +265,9 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     let logits = logits.ok_or(GenerateError::EmptyPrompt)?;
     let mut next = sampler.sample(logits.row(logits.n_rows() - 1))?;
     let mut next_from = Provenance::Target;
+    if let Some(d) = drafter.as_deref_mut() {
+        d.prefill(prompt).await?;
+    }
     stats.prefill_seconds = start.elapsed().as_secs_f64();
 
     // Prompt and output so far: what drafters look at.

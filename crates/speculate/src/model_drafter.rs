@@ -58,6 +58,39 @@ impl<M: LanguageModel> ModelDrafter<M> {
         Ok(self.sampler.as_mut().expect("set above"))
     }
 
+    /// Brings the cache to `tokens` (or to all of them but the last, when `keep_last`: the
+    /// token left to feed gives the logits to draft from), reusing the prefix it already holds;
+    /// returns the logits of the last block fed, if any.
+    async fn catch_up(
+        &mut self,
+        tokens: &[u32],
+        keep_last: bool,
+    ) -> Result<Option<Logits>, ModelError> {
+        let shared = self
+            .cached
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(tokens.len() - usize::from(keep_last));
+        self.model.truncate(shared);
+        self.cached.truncate(shared);
+        let rest = &tokens[shared..];
+        let last_chunk = rest.len().div_ceil(CATCH_UP_CHUNK).saturating_sub(1);
+        let mut logits = None;
+        for (i, chunk) in rest.chunks(CATCH_UP_CHUNK).enumerate() {
+            let batch = Batch::causal(chunk, self.model.cache_len());
+            if keep_last && i == last_chunk {
+                logits = Some(self.model.forward(&batch).await?);
+            } else {
+                // Only the cache entries matter (an engine may skip reading back logits).
+                self.model.forward_argmax(&batch).await?;
+            }
+            self.cached.extend_from_slice(chunk);
+        }
+        Ok(logits)
+    }
+
     async fn draft(&mut self, request: DraftRequest<'_>) -> Result<Draft, ModelError> {
         let context = request.context;
         let mut draft = Draft::empty("model");
@@ -66,24 +99,11 @@ impl<M: LanguageModel> ModelDrafter<M> {
             return Ok(draft);
         }
         let max_nodes = request.max_nodes.min(capacity - context.len());
-        // Roll back to the shared prefix; keep at least the last token to feed so there are
-        // logits to draft from.
-        let shared = self
-            .cached
-            .iter()
-            .zip(context)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(context.len() - 1);
-        self.model.truncate(shared);
-        self.cached.truncate(shared);
-        let mut logits = None;
-        for chunk in context[shared..].chunks(CATCH_UP_CHUNK) {
-            let start = self.model.cache_len();
-            logits = Some(self.model.forward(&Batch::causal(chunk, start)).await?);
-            self.cached.extend_from_slice(chunk);
-        }
-        let mut logits = logits.expect("at least one token was fed");
+        // Roll back to the shared prefix (rejected draft tokens never linger) and feed the rest,
+        // at least the last token.
+        let Some(mut logits) = self.catch_up(context, true).await? else {
+            return Ok(draft);
+        };
         for i in 0..max_nodes {
             let row = last_row(&logits);
             let (token, confidence, q) = if request.sampling.is_greedy() {
@@ -137,6 +157,15 @@ impl<M: LanguageModel> Drafter for ModelDrafter<M> {
         request: DraftRequest<'a>,
     ) -> LocalFuture<'a, Result<Draft, ModelError>> {
         Box::pin(self.draft(request))
+    }
+
+    fn prefill<'a>(&'a mut self, prompt: &'a [u32]) -> LocalFuture<'a, Result<(), ModelError>> {
+        Box::pin(async move {
+            if !prompt.is_empty() && prompt.len() < self.model.capacity() {
+                self.catch_up(prompt, false).await?;
+            }
+            Ok(())
+        })
     }
 
     fn runs_a_model(&self) -> bool {

@@ -184,6 +184,17 @@ fn draft_model_rolls_back_to_the_shared_prefix() {
     let other = vec![7, 7, 8];
     let third = propose(&mut d, &other);
     assert_eq!(third, propose(&mut fresh, &other));
+
+    // Prefilling a new prompt leaves it in the cache (its shared prefix reused), and drafting
+    // after it equals drafting from scratch.
+    let prompt = [7, 7, 9, 30, 31];
+    block_on(d.prefill(&prompt)).unwrap();
+    assert_eq!(d.cached(), &prompt);
+    assert_eq!(d.model().cache_len(), prompt.len());
+    let mut next = prompt.to_vec();
+    next.push(44);
+    let mut fresh = ModelDrafter::new(CpuModel::load(&draft_file, None).unwrap());
+    assert_eq!(propose(&mut d, &next), propose(&mut fresh, &next));
 }
 
 #[test]
