@@ -84,6 +84,8 @@ export interface GenerationStats {
   accepted: number;
   prefill_seconds: number;
   decode_seconds: number;
+  /** Timing the GPU behind a long context for `depth: "auto"` (once per loaded model), not in `decode_seconds`. */
+  calibration_seconds: number;
   /** Generated tokens over decoding time (prefill excluded). */
   tokens_per_second: number;
   backend: 'gpu';
