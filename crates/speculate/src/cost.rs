@@ -19,39 +19,43 @@ use crate::generate::MAX_DRAFT;
 /// Block sizes `1..=BLOCKS` (a step verifies up to `MAX_DRAFT` nodes after the last token).
 const BLOCKS: usize = MAX_DRAFT + 1;
 
+/// One value per block size: `[rows - 1]`.
+type PerBlock = [f64; BLOCKS];
+
 /// Modeled cost of the block sizes `1..=BLOCKS`, with online corrections.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
-    /// Seconds behind `near` cached entries: `near_seconds[rows - 1]`.
-    near_seconds: Vec<f64>,
+    /// Seconds behind `near` cached entries.
+    near_seconds: PerBlock,
     near: usize,
-    /// Seconds each further cached entry adds: `per_entry[rows - 1]`.
-    per_entry: Vec<f64>,
+    /// Seconds each further cached entry adds.
+    per_entry: PerBlock,
     /// Online: measured over modeled time across all forwards (the device's state now:
     /// thermal throttling, a busy tab).
     drift: f64,
     /// Online: per block size, what remains of that ratio after `drift`.
-    correction: Vec<f64>,
+    correction: PerBlock,
     /// Calibrated behind `near` entries and waiting for a second, long context.
     far_pending: bool,
 }
 
-/// The cost of every block size at one context length.
-#[derive(Clone, Debug, PartialEq)]
+/// The cost of every block size at one context length (a copy per decoding step, no
+/// allocation).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostCurve {
-    /// `seconds[rows - 1]`, non-decreasing.
-    seconds: Vec<f64>,
+    /// Non-decreasing.
+    seconds: PerBlock,
 }
 
 impl CostCurve {
     pub fn flat() -> Self {
         CostCurve {
-            seconds: vec![1.0; BLOCKS],
+            seconds: [1.0; BLOCKS],
         }
     }
 
     pub fn seconds(&self, rows: usize) -> f64 {
-        self.seconds[rows.clamp(1, self.seconds.len()) - 1]
+        self.seconds[rows.clamp(1, BLOCKS) - 1]
     }
 
     /// Cost relative to one row, for reports.
@@ -61,26 +65,30 @@ impl CostCurve {
 }
 
 impl CostModel {
-    fn context_free(near_seconds: Vec<f64>) -> Self {
+    fn new(near_seconds: PerBlock, near: usize, per_entry: PerBlock) -> Self {
         CostModel {
             near_seconds,
-            near: 0,
-            per_entry: vec![0.0; BLOCKS],
+            near,
+            per_entry,
             drift: 1.0,
-            correction: vec![1.0; BLOCKS],
+            correction: [1.0; BLOCKS],
             far_pending: false,
         }
     }
 
+    fn context_free(near_seconds: PerBlock) -> Self {
+        Self::new(near_seconds, 0, [0.0; BLOCKS])
+    }
+
     /// Every block size costs the same at every context (an idealized wide GPU).
     pub fn flat() -> Self {
-        Self::context_free(vec![1.0; BLOCKS])
+        Self::context_free([1.0; BLOCKS])
     }
 
     /// Cost growing linearly with the rows, `1 + per_row * (rows - 1)` (relative units), at
     /// every context.
     pub fn linear(per_row: f64) -> Self {
-        Self::context_free((0..BLOCKS).map(|r| 1.0 + per_row * r as f64).collect())
+        Self::context_free(std::array::from_fn(|r| 1.0 + per_row * r as f64))
     }
 
     /// From `(rows, seconds)` measured at one context, used at every context.
@@ -102,24 +110,9 @@ impl CostModel {
         let Some(near_seconds) = interpolate(near_samples) else {
             return Self::flat();
         };
-        let Some(far_seconds) = interpolate(far_samples).filter(|_| far > near) else {
-            return Self::context_free(near_seconds);
-        };
-        let span = (far - near) as f64;
-        let mut per_entry: Vec<f64> = near_seconds
-            .iter()
-            .zip(&far_seconds)
-            .map(|(n, f)| ((f - n) / span).max(0.0))
-            .collect();
-        // More rows never read less of the cache.
-        make_non_decreasing(&mut per_entry);
-        CostModel {
-            near_seconds,
-            near,
-            per_entry,
-            drift: 1.0,
-            correction: vec![1.0; BLOCKS],
-            far_pending: false,
+        match per_entry(&near_seconds, near, far, far_samples) {
+            Some(per_entry) => Self::new(near_seconds, near, per_entry),
+            None => Self::context_free(near_seconds),
         }
     }
 
@@ -130,17 +123,13 @@ impl CostModel {
         self.far_pending && context >= FAR_CONTEXT_MIN.max(4 * self.near)
     }
 
-    /// The model with `far_samples` measured behind `far` entries (see
+    /// Completes the model with `far_samples` measured behind `far` entries (see
     /// [`CostModel::from_two_contexts`]); the online corrections are kept.
-    fn with_far(&self, far: usize, far_samples: &[(usize, f64)]) -> Self {
-        let near_samples: Vec<(usize, f64)> = (1..=BLOCKS)
-            .map(|rows| (rows, self.near_seconds[rows - 1]))
-            .collect();
-        CostModel {
-            drift: self.drift,
-            correction: self.correction.clone(),
-            ..Self::from_two_contexts(self.near, &near_samples, far, far_samples)
+    fn add_far(&mut self, far: usize, far_samples: &[(usize, f64)]) {
+        if let Some(per_entry) = per_entry(&self.near_seconds, self.near, far, far_samples) {
+            self.per_entry = per_entry;
         }
+        self.far_pending = false;
     }
 
     /// Modeled seconds without the online corrections.
@@ -154,9 +143,8 @@ impl CostModel {
 
     /// The cost of every block size behind `context` cached entries.
     pub fn at(&self, context: usize) -> CostCurve {
-        let mut seconds: Vec<f64> = (1..=BLOCKS)
-            .map(|rows| self.modeled(rows, context) * self.drift * self.correction[rows - 1])
-            .collect();
+        let mut seconds: PerBlock =
+            std::array::from_fn(|i| self.modeled(i + 1, context) * self.drift * self.correction[i]);
         make_non_decreasing(&mut seconds);
         CostCurve { seconds }
     }
@@ -176,10 +164,27 @@ impl CostModel {
     }
 }
 
+/// Seconds each cached entry adds per block size, from the calibration behind `near` entries
+/// and `far_samples` behind `far`; `None` without a usable sample or when `far <= near`.
+fn per_entry(
+    near_seconds: &PerBlock,
+    near: usize,
+    far: usize,
+    far_samples: &[(usize, f64)],
+) -> Option<PerBlock> {
+    let far_seconds = interpolate(far_samples).filter(|_| far > near)?;
+    let span = (far - near) as f64;
+    let mut per_entry: PerBlock =
+        std::array::from_fn(|i| ((far_seconds[i] - near_seconds[i]) / span).max(0.0));
+    // More rows never read less of the cache.
+    make_non_decreasing(&mut per_entry);
+    Some(per_entry)
+}
+
 /// Seconds for every block size from `(rows, seconds)` samples: linear interpolation between
 /// them, constant below the first and linear above the last, made non-decreasing. `None`
 /// without a usable sample.
-fn interpolate(samples: &[(usize, f64)]) -> Option<Vec<f64>> {
+fn interpolate(samples: &[(usize, f64)]) -> Option<PerBlock> {
     let mut s: Vec<(usize, f64)> = samples
         .iter()
         .copied()
@@ -207,7 +212,7 @@ fn interpolate(samples: &[(usize, f64)]) -> Option<Vec<f64>> {
         }
         t0 + (t1 - t0) * (rows as f64 - r0 as f64) / (r1 as f64 - r0 as f64)
     };
-    let mut seconds: Vec<f64> = (1..=BLOCKS).map(at).collect();
+    let mut seconds: PerBlock = std::array::from_fn(|i| at(i + 1));
     make_non_decreasing(&mut seconds);
     Some(seconds)
 }
@@ -272,7 +277,7 @@ pub async fn calibrate_far<M: LanguageModel>(
     let tokens = filler(model.config().vocab_size.max(1), BLOCKS);
     let samples = time_blocks(model, &tokens, base, repeats, false).await;
     model.truncate(base);
-    *cost = cost.with_far(base, &samples?);
+    cost.add_far(base, &samples?);
     Ok(start.elapsed().as_secs_f64())
 }
 
@@ -372,7 +377,8 @@ mod tests {
         assert!(!c.wants_far(200), "too close to the first context");
         assert!(c.wants_far(300));
         c.observe(1, 64, 2.0 * synthetic(1, 64));
-        let done = c.with_far(700, &samples_at(700));
+        let mut done = c.clone();
+        done.add_far(700, &samples_at(700));
         assert!(!done.wants_far(5000));
         assert_eq!(done.drift, c.drift, "online corrections are kept");
         let (got, want) = (done.modeled(16, 2000), synthetic(16, 2000));

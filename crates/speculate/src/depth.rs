@@ -30,16 +30,16 @@ pub enum Depth {
     /// Verify every node the drafter proposes, up to this many.
     Fixed(usize),
     /// Choose per step from the measured costs and the running acceptance.
-    Adaptive(Adaptive),
+    Adaptive(Box<Adaptive>),
 }
 
 impl Depth {
     /// Adaptive depth over `cost`, with nothing learned yet of the drafters.
     pub fn adaptive(cost: CostModel) -> Self {
-        Depth::Adaptive(Adaptive {
+        Depth::Adaptive(Box::new(Adaptive {
             cost,
             drafters: HashMap::new(),
-        })
+        }))
     }
 }
 
@@ -161,10 +161,10 @@ impl DepthController {
     /// The depth policy with what this controller learned (for the next generation).
     pub fn into_depth(self) -> Depth {
         match self.depth {
-            Depth::Adaptive(a) => Depth::Adaptive(Adaptive {
-                drafters: self.by_source,
-                ..a
-            }),
+            Depth::Adaptive(mut a) => {
+                a.drafters = self.by_source;
+                Depth::Adaptive(a)
+            }
             fixed => fixed,
         }
     }

@@ -73,38 +73,56 @@ pub fn ready<'a, T: 'a>(value: T) -> LocalFuture<'a, T> {
     Box::pin(std::future::ready(value))
 }
 
-/// Running acceptance rate of drafted tokens, per match length (longer matches are more
-/// trustworthy). Starts from an optimistic prior so that a drafter gets tried.
-#[derive(Clone, Debug)]
-pub(crate) struct AcceptanceByLength {
-    /// `[length] -> (accepted, offered)`, exponentially decayed.
+/// A running ratio per match length (what was accepted over what was judged or expected),
+/// exponentially decayed from a prior; lengths past the last share its bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RatioByLength {
+    /// `[length] -> (numerator, denominator)`.
     counts: Vec<(f32, f32)>,
+    decay: f32,
 }
 
-impl AcceptanceByLength {
-    const DECAY: f32 = 0.95;
-    const PRIOR: (f32, f32) = (0.6, 1.0);
-
-    pub fn new(max_len: usize) -> Self {
-        AcceptanceByLength {
-            counts: vec![Self::PRIOR; max_len + 1],
+impl RatioByLength {
+    pub fn new(max_len: usize, prior: (f32, f32), decay: f32) -> Self {
+        RatioByLength {
+            counts: vec![prior; max_len + 1],
+            decay,
         }
     }
 
-    pub fn rate(&self, len: usize) -> f32 {
+    pub fn ratio(&self, len: usize) -> f32 {
         let (a, n) = self.counts[len.min(self.counts.len() - 1)];
-        (a / n).clamp(0.02, 0.98)
+        a / n
+    }
+
+    pub fn add(&mut self, len: usize, numerator: f32, denominator: f32) {
+        let i = len.min(self.counts.len() - 1);
+        let (a, n) = &mut self.counts[i];
+        *a = *a * self.decay + numerator;
+        *n = *n * self.decay + denominator;
+    }
+}
+
+/// Running acceptance rate of drafted tokens, per match length (longer matches are more
+/// trustworthy). Starts from an optimistic prior so that a drafter gets tried.
+#[derive(Clone, Debug)]
+pub(crate) struct AcceptanceByLength(RatioByLength);
+
+impl AcceptanceByLength {
+    pub fn new(max_len: usize) -> Self {
+        AcceptanceByLength(RatioByLength::new(max_len, (0.6, 1.0), 0.95))
+    }
+
+    pub fn rate(&self, len: usize) -> f32 {
+        self.0.ratio(len).clamp(0.02, 0.98)
     }
 
     /// Records `offered` tokens drafted after a match of `len`, of which `accepted` were.
     pub fn record(&mut self, len: usize, offered: usize, accepted: usize) {
-        let i = len.min(self.counts.len() - 1);
-        let (a, n) = &mut self.counts[i];
         // Each offered token is one Bernoulli trial (the first rejection ends the chain, so
         // count it and the accepted ones; later tokens were never judged).
-        let judged = (accepted + usize::from(accepted < offered)) as f32;
-        *a = *a * Self::DECAY + accepted as f32;
-        *n = *n * Self::DECAY + judged;
+        let judged = accepted + usize::from(accepted < offered);
+        self.0.add(len, accepted as f32, judged as f32);
     }
 }
 

@@ -246,10 +246,11 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
         provenance: Vec::new(),
         stop: StopReason::MaxTokens,
         stats: Stats::default(),
-        depth: opts.depth.clone(),
+        depth: Depth::default(),
     };
     if opts.max_tokens == 0 {
         out.stats = stats;
+        out.depth = opts.depth.clone();
         return Ok(out);
     }
 

@@ -72,7 +72,7 @@ impl<M: LanguageModel> ModelDrafter<M> {
             .zip(tokens)
             .take_while(|(a, b)| a == b)
             .count()
-            .min(tokens.len() - usize::from(keep_last));
+            .min(tokens.len().saturating_sub(usize::from(keep_last)));
         self.model.truncate(shared);
         self.cached.truncate(shared);
         let rest = &tokens[shared..];

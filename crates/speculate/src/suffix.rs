@@ -14,7 +14,7 @@ use ahash::AHashMap;
 use runahead_model::ModelError;
 
 use crate::draft::Draft;
-use crate::drafter::{ready, DraftRequest, Drafter, LocalFuture};
+use crate::drafter::{ready, DraftRequest, Drafter, LocalFuture, RatioByLength};
 
 /// Longest substring indexed: pattern plus continuation.
 pub const DEPTH: usize = 40;
@@ -383,43 +383,14 @@ pub struct SuffixDrafter {
     pub depth_per_match: f32,
     /// Candidates whose path probability falls below this are not proposed.
     pub min_score: f32,
-    trust: TrustByLength,
+    /// How well the trie's frequencies have predicted acceptance, per match length: after a
+    /// match of one common token a continuation seen once says little (its frequency is 1/1),
+    /// after a match of twelve it says a lot. Accepted over expected, expected from the unscaled
+    /// frequencies (comparing with the scaled ones would converge to the root of the true
+    /// factor); each draft's confidences are scaled by its length's factor.
+    trust: RatioByLength,
     /// Match length and trust factor of the last draft, for [`Drafter::observe`].
     last: Option<(usize, f32)>,
-}
-
-/// How well the trie's frequencies have predicted acceptance, per match length: after a match of
-/// one common token, a continuation seen once says little (its frequency is 1/1), after a
-/// match of twelve it says a lot. Each draft's confidences are scaled by its length's factor.
-#[derive(Clone, Debug)]
-struct TrustByLength {
-    /// `[match length] -> (accepted, expected)`, exponentially decayed; expected from the
-    /// unscaled frequencies (comparing with the scaled ones would converge to the root of the
-    /// true factor).
-    counts: Vec<(f32, f32)>,
-}
-
-impl TrustByLength {
-    const DECAY: f32 = 0.9;
-    const LONGEST: usize = 16;
-
-    fn new() -> Self {
-        TrustByLength {
-            counts: vec![(1.0, 1.0); Self::LONGEST + 1],
-        }
-    }
-
-    /// In `[0.05, 1]`: frequencies are discounted, never inflated.
-    fn factor(&self, matched: usize) -> f32 {
-        let (a, e) = self.counts[matched.min(Self::LONGEST)];
-        (a / e).clamp(0.05, 1.0)
-    }
-
-    fn record(&mut self, matched: usize, expected: f32, accepted: usize) {
-        let (a, e) = &mut self.counts[matched.min(Self::LONGEST)];
-        *a = *a * Self::DECAY + accepted as f32;
-        *e = *e * Self::DECAY + expected;
-    }
 }
 
 impl Default for SuffixDrafter {
@@ -439,7 +410,7 @@ impl SuffixDrafter {
             },
             depth_per_match: 2.0,
             min_score: 0.02,
-            trust: TrustByLength::new(),
+            trust: RatioByLength::new(16, (1.0, 1.0), 0.9),
             last: None,
         }
     }
@@ -460,7 +431,8 @@ impl SuffixDrafter {
             if let Some((node, matched)) = trie.longest_match(context) {
                 let depth = ((matched as f32 * self.depth_per_match).ceil() as usize).max(1);
                 let mut d = trie.expand(node, matched, max_nodes, depth, self.min_score);
-                let factor = self.trust.factor(matched);
+                // Frequencies are discounted, never inflated.
+                let factor = self.trust.ratio(matched).clamp(0.05, 1.0);
                 d.confidence.iter_mut().for_each(|c| *c *= factor);
                 let score: f32 = d.path_confidence().iter().sum();
                 if score > best_score {
@@ -497,7 +469,7 @@ impl Drafter for SuffixDrafter {
             .zip(draft.depths())
             .map(|(&c, depth)| c / factor.powi(depth as i32))
             .sum();
-        self.trust.record(matched, expected, path.len());
+        self.trust.add(matched, path.len() as f32, expected);
     }
 
     fn finish(&mut self, prompt_len: usize, context: &[u32]) {
@@ -612,9 +584,9 @@ mod tests {
         assert!(short_conf < 0.1, "{short_conf}");
         assert!(d.draft(&long, 1).confidence[0] > 0.95);
         // A shadow judgement without a draft of its own changes nothing.
-        let before = d.trust.counts.clone();
+        let before = d.trust.clone();
         d.last = None;
         d.observe(&Draft::chain("suffix", &[1], 1.0), &[0]);
-        assert_eq!(d.trust.counts, before);
+        assert_eq!(d.trust, before);
     }
 }
