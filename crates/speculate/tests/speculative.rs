@@ -239,6 +239,43 @@ fn calibration_leaves_the_cache_as_it_was() {
     }
 }
 
+/// Records what the generation loop tells a drafter, and proposes nothing.
+#[derive(Default)]
+struct Recorder {
+    prefilled: Option<Vec<u32>>,
+    /// Context length at each proposal, and whether the prompt had been prefilled by then.
+    proposals: Vec<(usize, bool)>,
+}
+
+impl Drafter for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn prefill<'a>(&'a mut self, prompt: &'a [u32]) -> LocalFuture<'a, Result<(), ModelError>> {
+        self.prefilled = Some(prompt.to_vec());
+        ready(Ok(()))
+    }
+    fn propose<'a>(
+        &'a mut self,
+        r: DraftRequest<'a>,
+    ) -> LocalFuture<'a, Result<Draft, ModelError>> {
+        self.proposals
+            .push((r.context.len(), self.prefilled.is_some()));
+        ready(Ok(Draft::empty("recorder")))
+    }
+}
+
+#[test]
+fn drafters_read_the_prompt_during_prefill() {
+    let file = tiny(&TinyModel::llama());
+    let mut m = CpuModel::load(&file, None).unwrap();
+    let prompt = [5, 9, 12, 40];
+    let mut r = Recorder::default();
+    run(&mut m, Some(&mut r), &prompt, &opts(4, Depth::Fixed(3)));
+    assert_eq!(r.prefilled.as_deref(), Some(&prompt[..]));
+    assert_eq!(r.proposals.first(), Some(&(prompt.len() + 1, true)));
+}
+
 fn smollm2() -> GgufFile {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf");
