@@ -19,7 +19,8 @@ say() { echo "setup: $*"; }
 die() { echo "setup: error: $*" >&2; exit 1; }
 
 # Debian's rustc-web 1.96 + std sources build wasm32 std with -Zbuild-std (scripts/wasm.sh);
-# rust-web-clippy is its clippy; lld-22 provides rust-lld; chromium(-driver) + mesa-vulkan-drivers
+# rust-web-clippy is its clippy; lld-22 provides the wasm linker (rust-lld or wasm-ld, see
+# scripts/wasm.sh); chromium(-driver) + mesa-vulkan-drivers
 # (lavapipe) run WebGPU / Vulkan on the CPU; pkg-config for crates with system libraries.
 APT_PACKAGES=(rustc-web cargo-web rust-web-src rust-web-clippy lld-22 chromium chromium-driver
   mesa-vulkan-drivers pkg-config)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds / lints the browser crates for wasm32-unknown-unknown with Debian's rustc-web toolchain
 # (see shared/toolchain.md: rustup here has no wasm32 std, so std is built from rust-web-src with
-# -Zbuild-std). Installed by scripts/setup.sh: rustc-web cargo-web rust-web-src rust-web-clippy lld-22.
+# -Zbuild-std). Installed by scripts/setup.sh: rustc-web cargo-web rust-web-src rust-web-clippy
+# lld-22 (the wasm linker).
 #
 #   scripts/wasm.sh clippy [cargo args...]   # cargo clippy ... -- -D warnings
 #   scripts/wasm.sh build  [cargo args...]   # cargo build --release
@@ -44,6 +45,20 @@ export RUSTC_BOOTSTRAP=1
 unset RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTDOC
 # cargo looks subcommands and tools up on PATH: put Debian's bin first for anything it spawns.
 export PATH=$DEB_BIN:$PATH
+
+# rustc links wasm32 with `rust-lld`, which Debian's rustc-web does not always put on PATH
+# (1.96.0+dfsg1-1~deb12u2 does not): then point it at LLVM's wasm-ld from lld-22 (rustc infers
+# the wasm-ld flavor from the name).
+if [ -z "${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER:-}" ] && ! command -v rust-lld >/dev/null; then
+  for ld in /usr/lib/llvm-22/bin/wasm-ld /usr/lib/llvm-*/bin/wasm-ld; do
+    if [ -x "$ld" ]; then
+      export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=$ld
+      break
+    fi
+  done
+  [ -n "${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER:-}" ] ||
+    die "no wasm linker: neither rust-lld nor LLVM's wasm-ld found (install lld-22; scripts/setup.sh does)"
+fi
 
 pkgs=()
 for c in "${WASM_CRATES[@]}"; do pkgs+=(-p "$c"); done
