@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use runahead_gguf::GgufFile;
-use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_gpu::GpuModel;
 use runahead_model::{Batch, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{generate, GenerateOptions, SamplingParams, Stats};
 use serde_json::json;
@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// Timed forwards per block size (the best counts: these machines are noisy).
     #[arg(long, default_value_t = 3)]
     block_reps: usize,
+    /// Which GPU kernels the gpu backend runs.
+    #[arg(long, value_enum, default_value_t = crate::GpuKernels::Auto)]
+    gpu_kernels: crate::GpuKernels,
 }
 
 struct Row {
@@ -68,6 +71,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             &args.backends,
             args.max_tokens,
             args.context,
+            args.gpu_kernels,
             &args.suites,
         );
     }
@@ -108,14 +112,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 )
             }
             "gpu" => {
-                let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))?;
+                let ctx = crate::open_gpu(args.gpu_kernels)?;
                 let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
                 let d = m.dispatches_per_forward();
                 (
                     Row {
                         backend: "gpu".into(),
-                        detail: ctx.adapter_info.clone(),
+                        detail: format!("{}, {} kernels", ctx.adapter_info, ctx.shape.name()),
                         totals,
                         dispatches_per_forward: Some(d),
                         block_ms: block_times(

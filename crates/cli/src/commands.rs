@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
-use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_gpu::GpuModel;
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
 use runahead_speculate::{generate_with, generation_json, GenerateOptions, SamplingParams};
 
@@ -148,9 +148,7 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             run(&mut model, drafter, &tok, &prompt, opts, args)
         }
         Backend::Gpu => {
-            let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))
-                .context("cannot open a GPU")?;
-            eprintln!("[gpu: {}]", ctx.adapter_info);
+            let ctx = crate::open_gpu(args.gpu_kernels)?;
             let mut model = GpuModel::load(&ctx, &file, args.context)
                 .context("cannot load the model onto the GPU")?;
             let context = model.capacity();

@@ -9,7 +9,10 @@ mod spec_bench;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use runahead_gpu::kernels::KernelShape;
+use runahead_gpu::{GpuContext, GpuOptions};
 
 #[derive(Parser)]
 #[command(
@@ -77,6 +80,9 @@ struct GenerateArgs {
     /// KV cache size in tokens (default: the model's context length).
     #[arg(long)]
     context: Option<usize>,
+    /// Which GPU kernels --backend gpu runs.
+    #[arg(long, value_enum, default_value_t = GpuKernels::Auto)]
+    gpu_kernels: GpuKernels,
     /// Print one JSON object with tokens, text and stats when done.
     #[arg(long)]
     json: bool,
@@ -95,6 +101,33 @@ impl Backend {
             Backend::Gpu => "gpu",
         }
     }
+}
+
+/// Which GPU kernels to run (`--gpu-kernels`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GpuKernels {
+    /// The adapter's: `emulated` on a GPU emulated on the CPU (lavapipe), `gpu` on the rest.
+    Auto,
+    /// Whole rows per invocation and no barriers, for GPUs emulated on a CPU.
+    Emulated,
+    /// Rows and attention split over workgroups, for real GPUs.
+    Gpu,
+}
+
+/// Opens the GPU with the kernels asked for, and says which adapter and kernels on stderr.
+fn open_gpu(kernels: GpuKernels) -> anyhow::Result<GpuContext> {
+    let shape = match kernels {
+        GpuKernels::Auto => None,
+        GpuKernels::Emulated => Some(KernelShape::EMULATED),
+        GpuKernels::Gpu => Some(KernelShape::GPU),
+    };
+    let ctx = pollster::block_on(GpuContext::new(GpuOptions {
+        shape,
+        ..GpuOptions::default()
+    }))
+    .context("cannot open a GPU")?;
+    eprintln!("[gpu: {}, {} kernels]", ctx.adapter_info, ctx.shape.name());
+    Ok(ctx)
 }
 
 fn main() -> ExitCode {

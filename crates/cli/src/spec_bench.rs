@@ -11,7 +11,7 @@ use runahead_bench::{
     Suite, SuiteKind,
 };
 use runahead_gguf::GgufFile;
-use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_gpu::GpuModel;
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{
     calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, Generation,
@@ -78,6 +78,7 @@ pub fn run(
     backends: &str,
     max_tokens: usize,
     context: usize,
+    gpu_kernels: crate::GpuKernels,
     args: &SuiteArgs,
 ) -> Result<()> {
     let suites = select_suites(args, args.suites.as_deref().unwrap_or("all"))?;
@@ -124,8 +125,12 @@ pub fn run(
                 )?);
             }
             "gpu" => {
-                let ctx = pollster::block_on(GpuContext::new(GpuOptions::default()))?;
-                devices.push(format!("gpu: {}", ctx.adapter_info));
+                let ctx = crate::open_gpu(gpu_kernels)?;
+                devices.push(format!(
+                    "gpu: {}, {} kernels",
+                    ctx.adapter_info,
+                    ctx.shape.name()
+                ));
                 let mut m = GpuModel::load(&ctx, &file, Some(context))?;
                 let drafters = specs
                     .iter()

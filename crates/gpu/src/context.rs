@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use runahead_gguf::GgmlType;
 
-use crate::kernels::{MatmulShape, Op, Pipelines};
+use crate::kernels::{KernelShape, Op, Pipelines};
 use crate::GpuError;
 
 /// What to ask the adapter for.
@@ -14,8 +14,8 @@ pub struct GpuOptions {
     /// Caps the storage-buffer binding size used for weights below what the adapter allows
     /// (tests use it to force tensor splitting; `None` takes the adapter's limit).
     pub max_binding_size: Option<u64>,
-    /// Overrides the matmul work split chosen from the adapter (tests run both).
-    pub matmul_shape: Option<MatmulShape>,
+    /// Overrides the kernel shapes chosen from the adapter (tests run every shape).
+    pub shape: Option<KernelShape>,
 }
 
 /// A device, its queue, and what the engine learned about them.
@@ -26,8 +26,8 @@ pub struct GpuContext {
     pub adapter_info: String,
     /// Largest storage buffer binding the engine may use.
     pub max_binding_size: u64,
-    /// How matmuls split their work on this device.
-    pub matmul_shape: MatmulShape,
+    /// How the kernels split their work on this device.
+    pub shape: KernelShape,
     /// Set once the device is lost or reports an error nobody captured; every later call
     /// fails with it instead of computing garbage.
     pub(crate) fault: Arc<Mutex<Option<GpuError>>>,
@@ -62,16 +62,14 @@ impl GpuContext {
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
         let adapter_info = format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type);
         let options = GpuOptions {
-            matmul_shape: options
-                .matmul_shape
-                .or(Some(MatmulShape::for_adapter(&info))),
+            shape: options.shape.or(Some(KernelShape::for_adapter(&info))),
             ..options
         };
         Ok(Self::from_device(device, queue, adapter_info, options))
     }
 
     /// Wraps a device someone else opened. Its limits must cover [`required_limits`]. The
-    /// matmul shape is `options.matmul_shape`, else [`MatmulShape::GPU`].
+    /// kernel shape is `options.shape`, else [`KernelShape::GPU`].
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
@@ -105,14 +103,14 @@ impl GpuContext {
             queue,
             adapter_info,
             max_binding_size,
-            matmul_shape: options.matmul_shape.unwrap_or(MatmulShape::GPU),
+            shape: options.shape.unwrap_or(KernelShape::GPU),
             fault,
             pipelines: Arc::default(),
         }
     }
 
     /// The pipeline of `op` (in `format`, `variant`; see [`crate::kernels::variant`]) for this
-    /// context's matmul shape, compiled on first use.
+    /// context's kernel shape, compiled on first use.
     pub(crate) fn pipeline(
         &self,
         op: Op,
@@ -121,7 +119,7 @@ impl GpuContext {
     ) -> wgpu::ComputePipeline {
         // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
         let mut cache = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get_or_create(&self.device, self.matmul_shape, op, format, variant)
+        cache.get_or_create(&self.device, self.shape, op, format, variant)
     }
 
     /// The first fault the device reported, if any.

@@ -40,15 +40,22 @@ pub fn format_source(ty: GgmlType) -> Option<&'static str> {
     })
 }
 
-/// The full WGSL source of `op`, specialized to `format` for the weight-reading kernels.
-pub fn source(op: Op, format: Option<GgmlType>) -> String {
+/// The full WGSL source of `op` in `shape`, specialized to `format` for the weight-reading
+/// kernels.
+pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
     let body = match op {
-        Op::Matmul => include_str!("../../../shaders/matmul.wgsl"),
+        Op::Matmul => match shape.matmul {
+            MatmulShape::Rows { .. } => include_str!("../../../shaders/matmul.wgsl"),
+            MatmulShape::SplitK => include_str!("../../../shaders/matmul_split_k.wgsl"),
+        },
         Op::Embed => include_str!("../../../shaders/embed.wgsl"),
         Op::RmsNorm => include_str!("../../../shaders/rms_norm.wgsl"),
         Op::Rope => include_str!("../../../shaders/rope.wgsl"),
         Op::KvStore => include_str!("../../../shaders/kv_store.wgsl"),
-        Op::Attention => include_str!("../../../shaders/attention.wgsl"),
+        Op::Attention => match shape.attention {
+            AttentionShape::PerHead => include_str!("../../../shaders/attention.wgsl"),
+            AttentionShape::SplitKv => include_str!("../../../shaders/attention_split_kv.wgsl"),
+        },
         Op::SiluMul => include_str!("../../../shaders/silu_mul.wgsl"),
         Op::AddBias => include_str!("../../../shaders/add_bias.wgsl"),
         Op::Argmax => include_str!("../../../shaders/argmax.wgsl"),
@@ -73,46 +80,119 @@ pub fn matmul_variant(m: usize) -> usize {
     }
 }
 
-/// How the matmul splits work: output rows per invocation and invocations per workgroup (the
-/// kernel's `ROWS` and `WG` constants).
+/// How a device's kernels split their work: which matmul and attention shader run, with which
+/// constants. Chosen per adapter ([`KernelShape::for_adapter`]); every shape computes the same
+/// values up to rounding, and each is batch-invariant on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MatmulShape {
-    pub rows: u32,
-    pub wg: u32,
+pub struct KernelShape {
+    pub matmul: MatmulShape,
+    pub attention: AttentionShape,
 }
 
-impl MatmulShape {
-    /// For GPUs emulated on a CPU (lavapipe, SwiftShader), where every load is a loop over the
-    /// SIMD lanes and loads set the speed: one activation load serves 16 rows; small
-    /// workgroups keep every CPU thread busy on 576-row matrices.
-    pub const CPU: MatmulShape = MatmulShape { rows: 16, wg: 8 };
-    /// For real GPUs, which need many invocations in flight (not yet measured on one).
-    pub const GPU: MatmulShape = MatmulShape { rows: 2, wg: 64 };
+/// How the matmul splits its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MatmulShape {
+    /// `matmul.wgsl`: `rows` whole output rows per invocation, `wg` invocations per workgroup,
+    /// no workgroup memory and no barrier.
+    Rows { rows: u32, wg: u32 },
+    /// `matmul_split_k.wgsl`: each row split over 8 invocations, 8 rows per workgroup of 64,
+    /// partial sums added in workgroup memory.
+    SplitK,
+}
 
-    /// [`Self::CPU`] for a CPU device or a known software rasterizer, else [`Self::GPU`]; always
-    /// [`Self::GPU`] in the browser. Chromium's SwiftShader compiles the 16-row kernel so slowly
-    /// that it outweighs what the kernel saves: the first forward of a small generated model
-    /// (where its pipelines compile) took 119 s with 16 rows, 27 s with 4 and 15 s with 2
-    /// (`scripts/wasm.sh test`, headless Chromium on this 2-core machine).
-    pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
-        let text = format!("{} {} {}", info.name, info.driver, info.driver_info).to_lowercase();
-        if info.backend == wgpu::Backend::BrowserWebGpu {
-            Self::GPU
-        } else if info.device_type == wgpu::DeviceType::Cpu
-            || ["llvmpipe", "lavapipe", "swiftshader"]
-                .iter()
-                .any(|s| text.contains(s))
-        {
-            Self::CPU
-        } else {
-            Self::GPU
+/// How the attention splits its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionShape {
+    /// `attention.wgsl`: one invocation per (token, head) walks every visible slot.
+    PerHead,
+    /// `attention_split_kv.wgsl`: one workgroup of 64 per (token, head) splits the slots.
+    SplitKv,
+}
+
+/// Output rows of one split-K matmul workgroup.
+const SPLIT_K_ROWS_PER_GROUP: usize = 8;
+
+impl KernelShape {
+    /// For GPUs emulated on a CPU (lavapipe), where every load is a loop over the SIMD lanes
+    /// and a barrier switches coroutines: one activation load serves 16 rows, small workgroups
+    /// keep every CPU thread busy on 576-row matrices, and no kernel waits on a barrier.
+    pub const EMULATED: KernelShape = KernelShape {
+        matmul: MatmulShape::Rows { rows: 16, wg: 8 },
+        attention: AttentionShape::PerHead,
+    };
+    /// For Chromium's SwiftShader: as [`Self::EMULATED`] with 2 rows per invocation, because
+    /// SwiftShader compiles the 16-row kernel so slowly that it outweighs what the kernel
+    /// saves: the first forward of a small generated model (where its pipelines compile) took
+    /// 119 s with 16 rows, 27 s with 4 and 15 s with 2 (`scripts/wasm.sh test`, headless
+    /// Chromium on a 2-core machine).
+    pub const EMULATED_QUICK_COMPILE: KernelShape = KernelShape {
+        matmul: MatmulShape::Rows { rows: 2, wg: 64 },
+        attention: AttentionShape::PerHead,
+    };
+    /// For real GPUs, which need thousands of invocations in flight and coalesced reads: rows
+    /// split over invocations, and one workgroup per (token, head) in the attention. Correct and
+    /// batch-invariant on every device the tests run (lavapipe, SwiftShader); its speed on a
+    /// real GPU is not measured yet.
+    pub const GPU: KernelShape = KernelShape {
+        matmul: MatmulShape::SplitK,
+        attention: AttentionShape::SplitKv,
+    };
+
+    /// How reports name the shape.
+    pub fn name(self) -> &'static str {
+        match self {
+            s if s == Self::EMULATED => "emulated",
+            s if s == Self::EMULATED_QUICK_COMPILE => "emulated, 2-row matmul",
+            s if s == Self::GPU => "gpu",
+            _ => "custom",
         }
     }
 
-    /// Workgroups of a matmul over `n` weight rows for `m` tokens: rows * wg rows per
-    /// workgroup (x, then y past 65535 workgroups), one tile of tokens per z.
+    /// [`Self::EMULATED`] for a CPU device or a known software rasterizer, else [`Self::GPU`];
+    /// in the browser, [`Self::EMULATED_QUICK_COMPILE`] for a fallback (software) adapter or
+    /// SwiftShader, else [`Self::GPU`].
+    pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
+        let text = format!("{} {} {}", info.name, info.driver, info.driver_info).to_lowercase();
+        let software = info.device_type == wgpu::DeviceType::Cpu
+            || ["llvmpipe", "lavapipe", "swiftshader"]
+                .iter()
+                .any(|s| text.contains(s));
+        match (software, info.backend == wgpu::Backend::BrowserWebGpu) {
+            (false, _) => Self::GPU,
+            (true, false) => Self::EMULATED,
+            (true, true) => Self::EMULATED_QUICK_COMPILE,
+        }
+    }
+
+    /// The part of the shape `op` depends on: pipelines of ops that do not depend on it are
+    /// shared by every shape.
+    fn for_op(self, op: Op) -> KernelShape {
+        KernelShape {
+            matmul: match op {
+                Op::Matmul => self.matmul,
+                _ => MatmulShape::SplitK,
+            },
+            attention: match op {
+                Op::Attention => self.attention,
+                _ => AttentionShape::SplitKv,
+            },
+        }
+    }
+}
+
+impl MatmulShape {
+    /// Output rows of one workgroup.
+    fn rows_per_group(self) -> usize {
+        match self {
+            MatmulShape::Rows { rows, wg } => (rows * wg) as usize,
+            MatmulShape::SplitK => SPLIT_K_ROWS_PER_GROUP,
+        }
+    }
+
+    /// Workgroups of a matmul over `n` weight rows for `m` tokens: x, then y past 65535
+    /// workgroups, over the rows; one tile of tokens per z.
     pub fn grid(self, n: usize, m: usize) -> (u32, u32, u32) {
-        let groups = n.div_ceil((self.rows * self.wg) as usize);
+        let groups = n.div_ceil(self.rows_per_group());
         let tile = MATMUL_TILES[matmul_variant(m)] as usize;
         (
             groups.min(65535) as u32,
@@ -122,10 +202,15 @@ impl MatmulShape {
     }
 }
 
-/// Workgroups of the attention kernel for `heads` query heads and `m` tokens: one invocation
-/// per (token, head), 4 per workgroup.
-pub fn attention_grid(heads: usize, m: usize) -> (u32, u32, u32) {
-    ((heads * m).div_ceil(4) as u32, 1, 1)
+impl AttentionShape {
+    /// Workgroups of the attention for `heads` query heads and `m` tokens.
+    pub fn grid(self, heads: usize, m: usize) -> (u32, u32, u32) {
+        match self {
+            // One invocation per (token, head), 4 per workgroup.
+            AttentionShape::PerHead => ((heads * m).div_ceil(4) as u32, 1, 1),
+            AttentionShape::SplitKv => ((heads * m) as u32, 1, 1),
+        }
+    }
 }
 
 /// The pipeline variant `op` runs with uniform parameters `params` for a block of `m` tokens:
@@ -139,50 +224,45 @@ pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
 }
 
 /// Compiled pipelines of one device, keyed by op, weight format, variant (see [`variant`]) and
-/// matmul shape. Shared by every model on the device (a target and its draft model, which use
-/// the same formats, compile each pipeline once): compiling is the slow part of loading on
-/// CPU-emulated GPUs, several seconds for one 16-row matmul variant on lavapipe.
+/// the part of the kernel shape the op depends on. Shared by every model on the device (a
+/// target and its draft model, which use the same formats, compile each pipeline once):
+/// compiling is the slow part of loading on CPU-emulated GPUs, several seconds for one 16-row
+/// matmul variant on lavapipe.
 #[derive(Default)]
 pub struct Pipelines {
-    map: HashMap<(Op, Option<GgmlType>, usize, MatmulShape), wgpu::ComputePipeline>,
+    map: HashMap<(Op, Option<GgmlType>, usize, KernelShape), wgpu::ComputePipeline>,
 }
 
 impl Pipelines {
-    /// The pipeline of `op` in `variant` (see [`variant`]) for matmuls split as `shape`.
+    /// The pipeline of `op` in `variant` (see [`variant`]) for kernels shaped as `shape`.
     pub fn get_or_create(
         &mut self,
         device: &wgpu::Device,
-        shape: MatmulShape,
+        shape: KernelShape,
         op: Op,
         format: Option<GgmlType>,
         variant: usize,
     ) -> wgpu::ComputePipeline {
-        // Other ops do not depend on the shape: one key for all shapes.
-        let key_shape = match op {
-            Op::Matmul => shape,
-            _ => MatmulShape::GPU,
-        };
-        let entry = self.map.entry((op, format, variant, key_shape));
+        let shape = shape.for_op(op);
+        let entry = self.map.entry((op, format, variant, shape));
         entry
             .or_insert_with(|| {
                 let label = format!(
                     "{op:?}{}",
                     format.map(|f| format!("_{f}")).unwrap_or_default()
                 );
-                let tile = [
-                    ("TILE", MATMUL_TILES[variant.min(2)] as f64),
-                    ("ROWS", shape.rows as f64),
-                    ("WG", shape.wg as f64),
-                ];
-                let head_dim = [("HD", variant as f64)];
-                let constants: &[(&str, f64)] = match op {
-                    Op::Matmul => &tile,
-                    Op::Attention => &head_dim,
-                    _ => &[],
+                let tile = MATMUL_TILES[variant.min(2)] as f64;
+                let constants: Vec<(&str, f64)> = match (op, shape.matmul) {
+                    (Op::Matmul, MatmulShape::Rows { rows, wg }) => {
+                        vec![("TILE", tile), ("ROWS", rows as f64), ("WG", wg as f64)]
+                    }
+                    (Op::Matmul, MatmulShape::SplitK) => vec![("TILE", tile)],
+                    (Op::Attention, _) => vec![("HD", variant as f64)],
+                    _ => Vec::new(),
                 };
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(&label),
-                    source: wgpu::ShaderSource::Wgsl(source(op, format).into()),
+                    source: wgpu::ShaderSource::Wgsl(source(op, format, shape).into()),
                 });
                 device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(&label),
@@ -190,7 +270,7 @@ impl Pipelines {
                     module: &module,
                     entry_point: Some("main"),
                     compilation_options: wgpu::PipelineCompilationOptions {
-                        constants,
+                        constants: &constants,
                         ..Default::default()
                     },
                     cache: None,
@@ -211,10 +291,15 @@ pub fn params(words: &[u32]) -> [u32; 8] {
 mod tests {
     use super::*;
 
-    /// Every kernel, in every format it is built for, is valid WGSL (parsed and validated by
-    /// naga without a device).
+    /// Every kernel, in every format and shape it is built for, is valid WGSL (parsed and
+    /// validated by naga without a device).
     #[test]
     fn all_sources_validate() {
+        let shapes = [
+            KernelShape::EMULATED,
+            KernelShape::EMULATED_QUICK_COMPILE,
+            KernelShape::GPU,
+        ];
         let mut cases: Vec<(Op, Option<GgmlType>)> = [
             Op::RmsNorm,
             Op::Rope,
@@ -232,15 +317,18 @@ mod tests {
             cases.push((Op::Embed, Some(f)));
         }
         for (op, f) in cases {
-            let src = source(op, f);
-            let module = naga::front::wgsl::parse_str(&src)
-                .unwrap_or_else(|e| panic!("{op:?} {f:?}: {}", e.emit_to_string(&src)));
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::empty(),
-            )
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{op:?} {f:?}: {e:?}"));
+            for shape in shapes {
+                let src = source(op, f, shape);
+                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+                    panic!("{op:?} {f:?} {shape:?}: {}", e.emit_to_string(&src))
+                });
+                naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::empty(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{op:?} {f:?} {shape:?}: {e:?}"));
+            }
         }
     }
 
@@ -256,16 +344,46 @@ mod tests {
     }
 
     #[test]
-    fn matmul_shape_follows_the_adapter() {
+    fn kernel_shape_follows_the_adapter() {
         use wgpu::{Backend, DeviceType};
         let lavapipe = adapter("llvmpipe (LLVM 19)", Backend::Vulkan, DeviceType::Cpu);
-        assert_eq!(MatmulShape::for_adapter(&lavapipe), MatmulShape::CPU);
+        assert_eq!(KernelShape::for_adapter(&lavapipe), KernelShape::EMULATED);
         let named = adapter("SwiftShader Device", Backend::Vulkan, DeviceType::Other);
-        assert_eq!(MatmulShape::for_adapter(&named), MatmulShape::CPU);
+        assert_eq!(KernelShape::for_adapter(&named), KernelShape::EMULATED);
         let gpu = adapter("NVIDIA H100", Backend::Vulkan, DeviceType::DiscreteGpu);
-        assert_eq!(MatmulShape::for_adapter(&gpu), MatmulShape::GPU);
-        // In the browser even a CPU adapter (SwiftShader) gets the quick-to-compile shape.
-        let browser = adapter("", Backend::BrowserWebGpu, DeviceType::Cpu);
-        assert_eq!(MatmulShape::for_adapter(&browser), MatmulShape::GPU);
+        assert_eq!(KernelShape::for_adapter(&gpu), KernelShape::GPU);
+        // In the browser a software adapter gets the quick-to-compile shape, a GPU the GPU one.
+        let fallback = adapter("", Backend::BrowserWebGpu, DeviceType::Cpu);
+        assert_eq!(
+            KernelShape::for_adapter(&fallback),
+            KernelShape::EMULATED_QUICK_COMPILE
+        );
+        let swiftshader = adapter("SwiftShader", Backend::BrowserWebGpu, DeviceType::Other);
+        assert_eq!(
+            KernelShape::for_adapter(&swiftshader),
+            KernelShape::EMULATED_QUICK_COMPILE
+        );
+        let browser_gpu = adapter("", Backend::BrowserWebGpu, DeviceType::Other);
+        assert_eq!(KernelShape::for_adapter(&browser_gpu), KernelShape::GPU);
+    }
+
+    #[test]
+    fn grids_cover_every_row_and_token() {
+        for shape in [
+            KernelShape::EMULATED,
+            KernelShape::EMULATED_QUICK_COMPILE,
+            KernelShape::GPU,
+        ] {
+            let per_group = shape.matmul.rows_per_group();
+            for (n, m) in [(1, 1), (37, 3), (576, 16), (151_936, 64), (70_000_000, 1)] {
+                let (x, y, z) = shape.matmul.grid(n, m);
+                assert!(x as usize * y as usize * per_group >= n, "{shape:?} n={n}");
+                assert!(x <= 65535 && y <= 65535);
+                let tile = MATMUL_TILES[matmul_variant(m)] as usize;
+                assert!(z as usize * tile >= m && (z as usize - 1) * tile < m);
+            }
+        }
+        assert_eq!(AttentionShape::SplitKv.grid(9, 3), (27, 1, 1));
+        assert_eq!(AttentionShape::PerHead.grid(9, 3), (7, 1, 1));
     }
 }

@@ -28,7 +28,7 @@ pub const DEFAULT_CONTEXT: usize = 4096;
 /// How many workgroups a dispatch needs for a block of `m` tokens.
 #[derive(Clone, Copy, Debug)]
 enum Grid {
-    /// Matmul over `n` weight rows: `shape.rows` rows and a tile of tokens per invocation
+    /// Matmul over `n` weight rows, a tile of tokens per workgroup
     /// ([`kernels::MatmulShape::grid`]).
     Matmul {
         n: usize,
@@ -38,8 +38,11 @@ enum Grid {
     PerToken,
     /// One invocation per element, `per_token` elements per token, 64 per workgroup.
     Elements { per_token: usize },
-    /// One invocation per (head, token) ([`kernels::attention_grid`]).
-    Attention { heads: usize },
+    /// Attention over `heads` query heads ([`kernels::AttentionShape::grid`]).
+    Attention {
+        heads: usize,
+        shape: kernels::AttentionShape,
+    },
 }
 
 impl Grid {
@@ -48,7 +51,7 @@ impl Grid {
             Grid::Matmul { n, shape } => shape.grid(n, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
-            Grid::Attention { heads } => kernels::attention_grid(heads, m),
+            Grid::Attention { heads, shape } => shape.grid(heads, m),
         }
     }
 

@@ -17,7 +17,7 @@ pub enum Input {
 
 /// Dispatches `op` once: bindings are `inputs` in order, then the op's uniform `params`, then
 /// the step uniform `{m, base}` (the engine's binding convention). The matmul runs the variant
-/// the engine uses for `m` tokens, in the context's shape ([`GpuContext::matmul_shape`]; its
+/// the engine uses for `m` tokens, in the context's shape ([`GpuContext::shape`]; its
 /// `grid` gives the workgroups). Returns the bytes of input `read` afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_kernel(

@@ -5,24 +5,50 @@
 #![cfg(target_arch = "wasm32")]
 
 use runahead_gguf::GgufFile;
+use runahead_gpu::kernels::KernelShape;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::testing::TinyModel;
 use runahead_model::{Batch, CpuModel, LanguageModel};
-use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
 const PROMPT: [u32; 5] = [5, 77, 120, 3, 260];
 
+/// The shape this adapter gets (logged: which one SwiftShader is given is worth seeing).
 #[wasm_bindgen_test]
-async fn tiny_models_match_the_cpu_reference_in_the_browser() {
+async fn the_adapter_gets_a_kernel_shape() {
     let ctx = GpuContext::new(GpuOptions::default())
         .await
         .expect("WebGPU adapter");
+    console_log!("adapter {} gets {:?}", ctx.adapter_info, ctx.shape);
+    assert!(
+        [KernelShape::EMULATED_QUICK_COMPILE, KernelShape::GPU].contains(&ctx.shape),
+        "{:?}",
+        ctx.shape
+    );
+}
+
+/// Both browser shapes (the software adapter's and a real GPU's) on this adapter.
+#[wasm_bindgen_test]
+async fn tiny_models_match_the_cpu_reference_in_the_browser() {
+    for shape in [KernelShape::EMULATED_QUICK_COMPILE, KernelShape::GPU] {
+        let ctx = GpuContext::new(GpuOptions {
+            shape: Some(shape),
+            ..GpuOptions::default()
+        })
+        .await
+        .expect("WebGPU adapter");
+        tiny_models_match(&ctx).await;
+    }
+}
+
+async fn tiny_models_match(ctx: &GpuContext) {
+    let shape = ctx.shape;
     for spec in [TinyModel::llama(), TinyModel::qwen2()] {
         let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
         let mut cpu = CpuModel::load(&file, Some(32)).unwrap();
-        let mut gpu = GpuModel::load(&ctx, &file, Some(32)).unwrap();
+        let mut gpu = GpuModel::load(ctx, &file, Some(32)).unwrap();
         let batch = Batch::causal(&PROMPT, 0);
         let want = cpu.forward(&batch).await.unwrap();
         let got = gpu.forward(&batch).await.unwrap();
@@ -30,7 +56,7 @@ async fn tiny_models_match_the_cpu_reference_in_the_browser() {
         for (i, (g, w)) in got.data.iter().zip(&want.data).enumerate() {
             assert!(
                 (g - w).abs() <= 2e-3 * scale,
-                "{:?}: index {i}: gpu {g} vs cpu {w}",
+                "{:?} {shape:?}: index {i}: gpu {g} vs cpu {w}",
                 spec.arch
             );
         }
@@ -48,6 +74,11 @@ async fn tiny_models_match_the_cpu_reference_in_the_browser() {
             .forward(&Batch::causal(&[18], PROMPT.len() + 1))
             .await
             .unwrap();
-        assert_eq!(ids, vec![one.argmax(0), two.argmax(0)], "{:?}", spec.arch);
+        assert_eq!(
+            ids,
+            vec![one.argmax(0), two.argmax(0)],
+            "{:?} {shape:?}",
+            spec.arch
+        );
     }
 }

@@ -3,10 +3,10 @@
 
 mod common;
 
-use common::{max_rel_diff, tiny_ctx};
+use common::{max_rel_diff, shape_ctxs};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
-use runahead_gpu::kernels::MatmulShape;
+use runahead_gpu::kernels::KernelShape;
 use runahead_gpu::{GpuContext, GpuError, GpuModel, GpuOptions};
 use runahead_model::testing::TinyModel;
 use runahead_model::{Batch, CpuModel, LanguageModel, Logits, ModelError};
@@ -15,25 +15,32 @@ const PROMPT: [u32; 7] = [5, 77, 120, 3, 260, 42, 199];
 /// GPU and CPU reduce in different orders and use different exp/cos implementations.
 const TOL: f32 = 2e-3;
 
-fn models() -> Vec<(&'static str, TinyModel)> {
-    vec![("llama", TinyModel::llama()), ("qwen2", TinyModel::qwen2())]
+/// Each generated model on each kernel shape, named.
+fn cases() -> Vec<(String, TinyModel, GpuContext)> {
+    let mut out = Vec::new();
+    for (shape, ctx) in shape_ctxs() {
+        for (arch, spec) in [("llama", TinyModel::llama()), ("qwen2", TinyModel::qwen2())] {
+            out.push((format!("{arch} ({shape} kernels)"), spec, ctx.clone()));
+        }
+    }
+    out
 }
 
 fn rows(l: &Logits) -> Vec<Vec<f32>> {
     (0..l.n_rows()).map(|i| l.row(i).to_vec()).collect()
 }
 
-fn gpu(spec: &TinyModel) -> GpuModel {
+fn gpu(ctx: &GpuContext, spec: &TinyModel) -> GpuModel {
     let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
-    GpuModel::load(&tiny_ctx(), &file, None).unwrap()
+    GpuModel::load(ctx, &file, None).unwrap()
 }
 
 #[test]
 fn gpu_logits_match_the_cpu_reference() {
-    for (name, spec) in models() {
+    for (name, spec, ctx) in cases() {
         let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
         let mut cpu = CpuModel::load(&file, None).unwrap();
-        let mut g = GpuModel::load(&tiny_ctx(), &file, None).unwrap();
+        let mut g = GpuModel::load(&ctx, &file, None).unwrap();
         let want = block_on(cpu.forward(&Batch::causal(&PROMPT, 0))).unwrap();
         let got = block_on(g.forward(&Batch::causal(&PROMPT, 0))).unwrap();
         let (d, i) = max_rel_diff(&got.data, &want.data);
@@ -56,10 +63,10 @@ fn gpu_logits_match_the_cpu_reference() {
 
 #[test]
 fn gpu_is_batch_invariant_bit_for_bit() {
-    for (name, spec) in models() {
-        let mut a = gpu(&spec);
+    for (name, spec, ctx) in cases() {
+        let mut a = gpu(&ctx, &spec);
         let block = rows(&block_on(a.forward(&Batch::causal(&PROMPT, 0))).unwrap());
-        let mut b = gpu(&spec);
+        let mut b = gpu(&ctx, &spec);
         let single: Vec<Vec<f32>> = PROMPT
             .iter()
             .enumerate()
@@ -76,15 +83,15 @@ fn gpu_is_batch_invariant_bit_for_bit() {
 
 #[test]
 fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
-    for (name, spec) in models() {
+    for (name, spec, ctx) in cases() {
         let prefix = &PROMPT[..3];
         let tokens = [10, 11, 12, 13, 14];
         let parents = [None, Some(0), Some(1), Some(0), None];
-        let mut m = gpu(&spec);
+        let mut m = gpu(&ctx, &spec);
         block_on(m.forward(&Batch::causal(prefix, 0))).unwrap();
         let tree = block_on(m.forward(&Batch::tree(&tokens, &parents, 3).unwrap())).unwrap();
         let chain = |path: &[u32]| {
-            let mut c = gpu(&spec);
+            let mut c = gpu(&ctx, &spec);
             block_on(c.forward(&Batch::causal(prefix, 0))).unwrap();
             rows(&block_on(c.forward(&Batch::causal(path, 3))).unwrap())
         };
@@ -97,7 +104,7 @@ fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
         // Keep a -> d; continuing equals the chain that decoded a, d.
         m.compact(3, &[0, 3]).unwrap();
         let next = rows(&block_on(m.forward(&Batch::causal(&[20], 5))).unwrap());
-        let mut c = gpu(&spec);
+        let mut c = gpu(&ctx, &spec);
         block_on(c.forward(&Batch::causal(
             &[PROMPT[0], PROMPT[1], PROMPT[2], 10, 13],
             0,
@@ -114,7 +121,7 @@ fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
         block_on(m.forward(&Batch::causal(&[9, 9, 9], 4))).unwrap();
         m.truncate(4);
         let again = rows(&block_on(m.forward(&Batch::causal(&[13, 20], 4))).unwrap());
-        let mut c = gpu(&spec);
+        let mut c = gpu(&ctx, &spec);
         block_on(c.forward(&Batch::causal(&[PROMPT[0], PROMPT[1], PROMPT[2], 10], 0))).unwrap();
         assert_eq!(
             again,
@@ -130,7 +137,7 @@ fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
 fn a_lost_device_is_a_typed_error() {
     // Its own device: destroying the shared one would break the other tests.
     let ctx = block_on(GpuContext::new(GpuOptions {
-        matmul_shape: Some(MatmulShape::GPU),
+        shape: Some(KernelShape::EMULATED_QUICK_COMPILE),
         ..GpuOptions::default()
     }))
     .unwrap();

@@ -6,7 +6,7 @@ mod common;
 use common::ctx;
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::{MatmulShape, Op};
+use runahead_gpu::kernels::{AttentionShape, KernelShape, MatmulShape, Op};
 use runahead_gpu::testing::{f32s, run_kernel, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
 
@@ -26,7 +26,14 @@ fn formats() -> impl Iterator<Item = GgmlType> {
     GgmlType::all().filter(|t| t.is_supported())
 }
 
-/// The matmul in `shape` (both shapes run on any device; the engine picks one per adapter).
+/// Every matmul shape the engine picks for some adapter.
+const MATMUL_SHAPES: [MatmulShape; 3] = [
+    KernelShape::EMULATED.matmul,
+    KernelShape::EMULATED_QUICK_COMPILE.matmul,
+    KernelShape::GPU.matmul,
+];
+
+/// The matmul in `shape` (every shape runs on any device; the engine picks one per adapter).
 #[allow(clippy::too_many_arguments)]
 fn matmul_gpu(
     shape: MatmulShape,
@@ -54,7 +61,7 @@ fn matmul_gpu(
         Input::F32(y),
     ];
     let mut ctx = ctx();
-    ctx.matmul_shape = shape;
+    ctx.shape.matmul = shape;
     let grid = shape.grid(rows, m);
     f32s(
         &block_on(run_kernel(
@@ -82,7 +89,7 @@ fn matmul_every_format_odd_sizes_and_batch_invariance() {
         dequantize(ty, &w, &mut wf).unwrap();
         for (m, shape) in [1usize, 3, 13]
             .into_iter()
-            .flat_map(|m| [(m, MatmulShape::CPU), (m, MatmulShape::GPU)])
+            .flat_map(|m| MATMUL_SHAPES.map(|shape| (m, shape)))
         {
             let x = rng.floats(m * cols, 1.0);
             let want: Vec<f32> = (0..m)
@@ -150,12 +157,14 @@ fn matmul_at_real_model_sizes() {
                     .collect::<Vec<_>>()
             })
             .collect();
-        close(
-            &matmul_gpu(ctx().matmul_shape, ty, &w, rows, cols, &x, 2, None),
-            &want,
-            1e-4,
-            &format!("matmul {ty} {rows}x{cols}"),
-        );
+        for shape in [ctx().shape.matmul, MatmulShape::SplitK] {
+            close(
+                &matmul_gpu(shape, ty, &w, rows, cols, &x, 2, None),
+                &want,
+                1e-4,
+                &format!("matmul {ty} {rows}x{cols} {shape:?}"),
+            );
+        }
     }
 }
 
@@ -369,72 +378,114 @@ fn kv_store_rounds_like_half() {
     }
 }
 
-#[test]
-fn attention_causal_and_tree() {
-    let mut rng = TestRng::new(17);
-    let (n_heads, n_kv, hd, cap, max_rows) = (4usize, 2usize, 16usize, 16usize, 4usize);
-    let kv_dim = n_kv * hd;
-    let base = 5usize;
-    let m = 3usize;
-    let q = rng.floats(m * n_heads * hd, 1.0);
-    let kc = rng.floats(cap * kv_dim, 1.0);
-    let vc = rng.floats(cap * kv_dim, 1.0);
-    let scale = 1.0 / (hd as f32).sqrt();
-    // Causal, then a tree where token 2 hangs off token 0.
-    for visible_sets in [
-        vec![vec![0u32], vec![0, 1], vec![0, 1, 2]],
-        vec![vec![0u32], vec![0, 1], vec![0, 2]],
-    ] {
-        let mut visible = vec![0u32; max_rows * (1 + max_rows)];
-        for (t, set) in visible_sets.iter().enumerate() {
-            visible[t * (1 + max_rows)] = set.len() as u32;
-            visible[t * (1 + max_rows) + 1..][..set.len()].copy_from_slice(set);
+/// One attention case: the cache holds `base` entries before the block, block token `t` sees
+/// the block entries `visible[t]`.
+struct AttentionCase {
+    n_heads: usize,
+    n_kv: usize,
+    hd: usize,
+    cap: usize,
+    base: usize,
+    q: Vec<f32>,
+    kc: Vec<f32>,
+    vc: Vec<f32>,
+}
+
+impl AttentionCase {
+    fn new(
+        rng: &mut TestRng,
+        n_heads: usize,
+        n_kv: usize,
+        hd: usize,
+        base: usize,
+        m: usize,
+    ) -> Self {
+        // An odd capacity with a few slots to spare past the block.
+        let cap = (base + m + 3) | 1;
+        AttentionCase {
+            n_heads,
+            n_kv,
+            hd,
+            cap,
+            base,
+            q: rng.floats(m * n_heads * hd, 1.0),
+            kc: rng.floats(cap * n_kv * hd, 1.0),
+            vc: rng.floats(cap * n_kv * hd, 1.0),
+        }
+    }
+
+    fn scale(&self) -> f32 {
+        1.0 / (self.hd as f32).sqrt()
+    }
+
+    /// The kernel in `shape` for the block tokens `rows` (indices into the block), each
+    /// seeing `visible[row]`.
+    fn gpu(&self, shape: AttentionShape, visible: &[Vec<u32>], rows: &[usize]) -> Vec<f32> {
+        let (n_heads, hd) = (self.n_heads, self.hd);
+        let max_rows = visible.len();
+        let m = rows.len();
+        let mut lists = vec![0u32; max_rows * (1 + max_rows)];
+        let mut q = Vec::new();
+        for (i, &t) in rows.iter().enumerate() {
+            let set = &visible[t];
+            lists[i * (1 + max_rows)] = set.len() as u32;
+            lists[i * (1 + max_rows) + 1..][..set.len()].copy_from_slice(set);
+            q.extend_from_slice(&self.q[t * n_heads * hd..(t + 1) * n_heads * hd]);
         }
         let inputs = [
-            Input::F32(q.clone()),
-            Input::F32(kc.clone()),
-            Input::F32(vc.clone()),
-            Input::F32(vec![0.0; max_rows * n_heads * cap]),
+            Input::F32(q),
+            Input::F32(self.kc.clone()),
+            Input::F32(self.vc.clone()),
+            Input::F32(vec![0.0; max_rows * n_heads * self.cap]),
             Input::F32(vec![f32::NAN; m * n_heads * hd]),
-            Input::U32(visible),
+            Input::U32(lists),
         ];
         let p = [
             n_heads as u32,
-            n_kv as u32,
+            self.n_kv as u32,
             hd as u32,
-            cap as u32,
+            self.cap as u32,
             max_rows as u32,
-            scale.to_bits(),
+            self.scale().to_bits(),
         ];
-        let got = f32s(
+        let mut ctx = ctx();
+        ctx.shape.attention = shape;
+        f32s(
             &block_on(run_kernel(
-                &ctx(),
+                &ctx,
                 Op::Attention,
                 None,
                 &inputs,
                 &p,
-                (m, base),
-                runahead_gpu::kernels::attention_grid(n_heads, m),
+                (m, self.base),
+                shape.grid(n_heads, m),
                 4,
             ))
             .unwrap(),
-        );
+        )
+    }
+
+    /// Plain softmax attention over the same slots.
+    fn cpu(&self, visible: &[Vec<u32>]) -> Vec<f32> {
+        let (n_heads, n_kv, hd, base) = (self.n_heads, self.n_kv, self.hd, self.base);
+        let kv_dim = n_kv * hd;
+        let m = visible.len();
         let mut want = vec![0f32; m * n_heads * hd];
-        for t in 0..m {
+        for (t, set) in visible.iter().enumerate() {
             let slots: Vec<usize> = (0..base)
-                .chain(visible_sets[t].iter().map(|&j| base + j as usize))
+                .chain(set.iter().map(|&j| base + j as usize))
                 .collect();
             for h in 0..n_heads {
                 let kvh = h / (n_heads / n_kv);
-                let qh = &q[(t * n_heads + h) * hd..][..hd];
+                let qh = &self.q[(t * n_heads + h) * hd..][..hd];
                 let mut s: Vec<f32> = slots
                     .iter()
                     .map(|&sl| {
                         qh.iter()
-                            .zip(&kc[sl * kv_dim + kvh * hd..][..hd])
+                            .zip(&self.kc[sl * kv_dim + kvh * hd..][..hd])
                             .map(|(a, b)| a * b)
                             .sum::<f32>()
-                            * scale
+                            * self.scale()
                     })
                     .collect();
                 let mx = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -449,12 +500,66 @@ fn attention_causal_and_tree() {
                     want[(t * n_heads + h) * hd + d] = slots
                         .iter()
                         .zip(&s)
-                        .map(|(&sl, p)| p / sum * vc[sl * kv_dim + kvh * hd + d])
+                        .map(|(&sl, p)| p / sum * self.vc[sl * kv_dim + kvh * hd + d])
                         .sum();
                 }
             }
         }
-        close(&got, &want, 1e-5, &format!("attention {visible_sets:?}"));
+        want
+    }
+}
+
+/// Block visibility lists: causal, then a random tree (each token hangs off an earlier one or
+/// off the cache alone).
+fn causal_and_tree(rng: &mut TestRng, m: usize) -> [Vec<Vec<u32>>; 2] {
+    let causal = (0..m).map(|t| (0..=t as u32).collect()).collect();
+    let mut tree: Vec<Vec<u32>> = Vec::new();
+    for t in 0..m {
+        let parent = (rng.next_u64() % (t as u64 + 1)) as usize; // t: a root
+        let mut set = if parent < t {
+            tree[parent].clone()
+        } else {
+            Vec::new()
+        };
+        set.push(t as u32);
+        tree.push(set);
+    }
+    [causal, tree]
+}
+
+#[test]
+fn attention_causal_and_tree_every_shape() {
+    let mut rng = TestRng::new(17);
+    // Small; SmolLM2's heads behind a long cache; Qwen2.5's head dimension 128; an odd head
+    // dimension (5 vec4s, 12 value groups in the split-KV kernel).
+    for (n_heads, n_kv, hd, base, m) in [
+        (4, 2, 16, 5, 3),
+        (9, 3, 64, 301, 5),
+        (12, 2, 128, 70, 4),
+        (3, 1, 20, 131, 6),
+    ] {
+        let case = AttentionCase::new(&mut rng, n_heads, n_kv, hd, base, m);
+        for visible in causal_and_tree(&mut rng, m) {
+            let want = case.cpu(&visible);
+            let all: Vec<usize> = (0..m).collect();
+            for shape in [AttentionShape::PerHead, AttentionShape::SplitKv] {
+                let what = format!(
+                    "attention {shape:?} heads {n_heads}/{n_kv} hd {hd} base {base} {visible:?}"
+                );
+                let got = case.gpu(shape, &visible, &all);
+                close(&got, &want, 1e-5, &what);
+                // Batch invariance: each token alone gives the bits it had inside the block.
+                let row = n_heads * hd;
+                for t in 0..m {
+                    let alone = case.gpu(shape, &visible, &[t]);
+                    assert_eq!(
+                        alone[..],
+                        got[t * row..(t + 1) * row],
+                        "{what}: token {t} alone"
+                    );
+                }
+            }
+        }
     }
 }
 

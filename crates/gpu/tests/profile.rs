@@ -59,7 +59,7 @@ fn smollm2_dispatch_profile() {
 }
 
 /// The matmul alone at SmolLM2's sizes, per block size: CPU ms per dispatch (PROFILE_REPS,
-/// PROFILE_FORMATS=Q4_1,Q8_0, PROFILE_SHAPE=rows,wg).
+/// PROFILE_FORMATS=Q4_1,Q8_0, PROFILE_SHAPE=rows,wg or split-k).
 #[test]
 #[ignore = "timing; run with --ignored --nocapture"]
 fn matmul_kernel_times() {
@@ -72,13 +72,17 @@ fn matmul_kernel_times() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     let formats = std::env::var("PROFILE_FORMATS").unwrap_or("Q4_1".into());
-    // PROFILE_SHAPE=rows,wg tries another matmul work split.
+    // PROFILE_SHAPE=rows,wg or split-k tries another matmul work split.
     let mut ctx = ctx();
     if let Ok(shape) = std::env::var("PROFILE_SHAPE") {
-        let v: Vec<u32> = shape.split(',').map(|s| s.parse().unwrap()).collect();
-        ctx.matmul_shape = MatmulShape {
-            rows: v[0],
-            wg: v[1],
+        ctx.shape.matmul = if shape == "split-k" {
+            MatmulShape::SplitK
+        } else {
+            let v: Vec<u32> = shape.split(',').map(|s| s.parse().unwrap()).collect();
+            MatmulShape::Rows {
+                rows: v[0],
+                wg: v[1],
+            }
         };
     }
     println!("| matmul | m=1 | m=2 | m=4 | m=8 | m=16 | (CPU ms per dispatch, all threads)");
@@ -110,7 +114,7 @@ fn matmul_kernel_times() {
                     &inputs,
                     &p,
                     (m, 0),
-                    ctx.matmul_shape.grid(rows, m),
+                    ctx.shape.matmul.grid(rows, m),
                     r,
                 )
                 .unwrap();

@@ -6,9 +6,10 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{ctx, max_rel_diff};
+use common::{ctx, gpu_shape_ctx, max_rel_diff};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
+use runahead_gpu::GpuContext;
 use runahead_gpu::{GpuError, GpuModel};
 use runahead_model::{Batch, CpuModel, LanguageModel, ModelError};
 
@@ -52,32 +53,37 @@ fn smollm2_on_the_gpu() {
 
     let mut cpu = CpuModel::load(&file, Some(256)).unwrap();
     let want = block_on(cpu.forward(&batch)).unwrap();
-    let mut gpu = GpuModel::load(&ctx(), &file, Some(256)).unwrap();
-    let got = block_on(gpu.forward(&batch)).unwrap();
-    let (d, i) = max_rel_diff(&got.data, &want.data);
-    assert!(
-        d < 2e-3,
-        "logits differ from the CPU reference by {d} at row {} token {}",
-        i / want.vocab,
-        i % want.vocab
-    );
-
-    // llama.cpp's greedy tokens, teacher-forced: same argmax wherever its margin is clear.
-    let p = prompt.len();
-    for i in 0..n {
-        if margins[i] >= 0.5 {
-            assert_eq!(got.argmax(p - 1 + i), tokens[i], "position {i}");
-        }
-    }
-
-    // Decoding on from there: the on-device argmax equals the CPU's.
     let next = [tokens[n - 1]];
     let pos = input.len();
-    let ids = block_on(gpu.forward_argmax(&Batch::causal(&next, pos))).unwrap();
     let cpu_next = block_on(cpu.forward(&Batch::causal(&next, pos))).unwrap();
-    assert_eq!(ids, vec![cpu_next.argmax(0)]);
-    let stats = gpu.stats();
-    assert_eq!(stats.submits, 2, "one submit per forward");
+    // The kernels this device gets, and the ones a real GPU gets.
+    let check = |ctx: &GpuContext, shape: &str| {
+        let mut gpu = GpuModel::load(ctx, &file, Some(256)).unwrap();
+        let got = block_on(gpu.forward(&batch)).unwrap();
+        let (d, i) = max_rel_diff(&got.data, &want.data);
+        assert!(
+            d < 2e-3,
+            "{shape}: logits differ from the CPU reference by {d} at row {} token {}",
+            i / want.vocab,
+            i % want.vocab
+        );
+
+        // llama.cpp's greedy tokens, teacher-forced: same argmax wherever its margin is clear.
+        let p = prompt.len();
+        for i in 0..n {
+            if margins[i] >= 0.5 {
+                assert_eq!(got.argmax(p - 1 + i), tokens[i], "{shape}: position {i}");
+            }
+        }
+
+        // Decoding on from there: the on-device argmax equals the CPU's.
+        let ids = block_on(gpu.forward_argmax(&Batch::causal(&next, pos))).unwrap();
+        assert_eq!(ids, vec![cpu_next.argmax(0)], "{shape}");
+        assert_eq!(gpu.stats().submits, 2, "{shape}: one submit per forward");
+        got
+    };
+    let got = check(&ctx(), "adapter's kernels");
+    check(&gpu_shape_ctx(), "GPU kernels");
 
     // A 16 MiB binding limit splits the 30 MiB token embedding (also the output matrix) in two;
     // the logits stay bit-identical.

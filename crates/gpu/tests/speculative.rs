@@ -6,9 +6,10 @@ mod common;
 
 use std::ops::ControlFlow;
 
-use common::tiny_ctx;
+use common::{gpu_shape_ctx, tiny_ctx};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
+use runahead_gpu::GpuContext;
 use runahead_gpu::GpuModel;
 use runahead_model::testing::{TestRng, TinyModel};
 use runahead_model::LanguageModel;
@@ -41,7 +42,7 @@ struct Setup {
     drafters: Vec<Box<dyn Drafter>>,
 }
 
-fn setup(spec: TinyModel) -> Setup {
+fn setup(ctx: &GpuContext, spec: TinyModel) -> Setup {
     let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
     let other = GgufFile::from_bytes(
         TinyModel {
@@ -52,31 +53,43 @@ fn setup(spec: TinyModel) -> Setup {
     )
     .unwrap();
     Setup {
-        target: GpuModel::load(&tiny_ctx(), &file, None).unwrap(),
+        target: GpuModel::load(ctx, &file, None).unwrap(),
         drafters: vec![
             Box::new(NgramDrafter::default()),
             Box::new(SuffixDrafter::new(256)),
-            Box::new(ModelDrafter::new(
-                GpuModel::load(&tiny_ctx(), &file, None).unwrap(),
-            )),
+            Box::new(ModelDrafter::new(GpuModel::load(ctx, &file, None).unwrap())),
             Box::new(AutoDrafter::new(
                 SuffixDrafter::default(),
                 Some(Box::new(ModelDrafter::new(
-                    GpuModel::load(&tiny_ctx(), &other, None).unwrap(),
+                    GpuModel::load(ctx, &other, None).unwrap(),
                 ))),
             )),
         ],
     }
 }
 
-/// 32 prompts, alternating between a llama and a qwen2 model, each run plain and with every
-/// drafter (fixed and adaptive depth alternating), so every drafter sees all 32.
+/// 32 prompts on the kernels emulated GPUs get (the CI's lavapipe runs them fastest).
 #[test]
 fn every_drafter_equals_plain_greedy_on_the_gpu() {
+    every_drafter_equals_plain_greedy(&tiny_ctx(), 32);
+}
+
+/// 16 prompts on the kernels real GPUs get (split-K matmul, split-KV attention).
+#[test]
+fn every_drafter_equals_plain_greedy_with_the_gpu_kernels() {
+    every_drafter_equals_plain_greedy(&gpu_shape_ctx(), 16);
+}
+
+/// `n` prompts, alternating between a llama and a qwen2 model, each run plain and with every
+/// drafter (fixed and adaptive depth alternating), so every drafter sees all `n`.
+fn every_drafter_equals_plain_greedy(ctx: &GpuContext, n: u32) {
     let mut rng = TestRng::new(4);
-    let mut setups = [setup(TinyModel::llama()), setup(TinyModel::qwen2())];
+    let mut setups = [
+        setup(ctx, TinyModel::llama()),
+        setup(ctx, TinyModel::qwen2()),
+    ];
     let mut accepted = [0usize; 4];
-    for i in 0..32u32 {
+    for i in 0..n {
         let Setup { target, drafters } = &mut setups[i as usize % 2];
         let vocab = target.config().vocab_size as u64;
         let prompt: Vec<u32> = if i % 4 < 2 {
@@ -94,7 +107,13 @@ fn every_drafter_equals_plain_greedy_on_the_gpu() {
                 Depth::adaptive(CostModel::linear(0.05))
             };
             let s = run(target, Some(d.as_mut()), &prompt, depth);
-            assert_eq!(s.tokens, plain.tokens, "{} prompt {i}", d.name());
+            assert_eq!(
+                s.tokens,
+                plain.tokens,
+                "{} prompt {i} ({} kernels)",
+                d.name(),
+                ctx.shape.name()
+            );
             accepted[k] += s.stats.accepted;
         }
     }

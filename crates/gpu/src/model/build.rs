@@ -170,7 +170,7 @@ impl Builder<'_> {
                 &p,
                 Grid::Matmul {
                     n: piece.rows,
-                    shape: self.ctx.matmul_shape,
+                    shape: self.ctx.shape.matmul,
                 },
             );
             if let Some(d) = self.dispatches.last_mut() {
@@ -367,7 +367,10 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
             None,
             &[&q, &kv.k[l], &kv.v[l], &scores, &attn, &io.visible],
             &p,
-            Grid::Attention { heads: c.n_heads },
+            Grid::Attention {
+                heads: c.n_heads,
+                shape: ctx.shape.attention,
+            },
         );
         let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;
         b.matmul(&wo, &attn, &x, d, true);

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use pollster::block_on;
-use runahead_gpu::kernels::MatmulShape;
+use runahead_gpu::kernels::KernelShape;
 use runahead_gpu::{GpuContext, GpuOptions};
 
 /// One device for the whole test binary (lavapipe on CI; any Vulkan GPU elsewhere), with the
@@ -21,11 +21,29 @@ pub fn tiny_ctx() -> GpuContext {
     static CTX: OnceLock<GpuContext> = OnceLock::new();
     CTX.get_or_init(|| {
         open(GpuOptions {
-            matmul_shape: Some(MatmulShape::GPU),
+            shape: Some(KernelShape::EMULATED_QUICK_COMPILE),
             ..GpuOptions::default()
         })
     })
     .clone()
+}
+
+/// A context with the kernels real GPUs get ([`KernelShape::GPU`]), run here on whatever
+/// device there is.
+pub fn gpu_shape_ctx() -> GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| {
+        open(GpuOptions {
+            shape: Some(KernelShape::GPU),
+            ..GpuOptions::default()
+        })
+    })
+    .clone()
+}
+
+/// The generated-model test contexts: the quick-to-compile emulated shape and the GPU shape.
+pub fn shape_ctxs() -> [(&'static str, GpuContext); 2] {
+    [("emulated", tiny_ctx()), ("gpu", gpu_shape_ctx())]
 }
 
 fn open(options: GpuOptions) -> GpuContext {

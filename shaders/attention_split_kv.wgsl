@@ -1,0 +1,137 @@
+// Attention of each block token over the KV cache and the block entries it may see (causal or
+// tree mask), shaped for real GPUs: one workgroup of 64 invocations per (token, head), which
+// split the visible slots among them. attention.wgsl is the other shape, one invocation per
+// (token, head), for GPUs emulated on a CPU where barriers are expensive; on a real GPU that
+// one leaves all but m * n_heads lanes idle and walks a long cache serially.
+//
+// Token t sees slots 0..base (the cache before this forward) followed by the block entries
+// listed in visible[t] (in block order). Three passes, each reduced in a fixed order:
+// 1. scores: invocation i takes slots i, i + 64, ...; the maximum meets in a fixed tree;
+// 2. exponentials: the same slots; their sum meets in the same tree;
+// 3. values: invocation i = g * HD/4 + d adds up vec4 d of the values of slots g, g + G, ...
+//    (G = 64 / (HD/4) groups), and the G partial vectors are added in group order.
+// Nothing depends on the other tokens of the block: a token's result is the same whether it
+// arrives alone, in a causal block, or on a tree branch (batch-invariant).
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,   // = HD
+    capacity: u32,   // KV cache slots (stride of the score scratch)
+    max_rows: u32,   // stride of `visible`
+    scale: f32,      // 1 / sqrt(head_dim)
+    _pad0: u32,
+    _pad1: u32,
+}
+
+struct Step {
+    m: u32,
+    base: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;          // [m, n_heads * head_dim / 4]
+@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
+@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
+@group(0) @binding(3) var<storage, read_write> scores: array<f32>;     // [max_rows, n_heads, capacity]
+@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;  // [m, n_heads * head_dim / 4]
+@group(0) @binding(5) var<storage, read> visible: array<u32>;          // [max_rows, 1 + max_rows]: count, then block indices
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> step: Step;
+
+// Head dimension, a multiple of 4, at most 128.
+override HD: u32 = 64u;
+
+const WG: u32 = 64u;
+
+var<workgroup> red: array<f32, 64>;
+var<workgroup> red4: array<vec4<f32>, 64>;
+
+fn slot_of(t: u32, k: u32) -> u32 {
+    if (k < step.base) {
+        return k;
+    }
+    return step.base + visible[t * (1u + p.max_rows) + 1u + (k - step.base)];
+}
+
+// red[0] = max (or sum) of red[0..64], in a fixed tree. Called in uniform control flow.
+fn reduce(lid: u32, take_max: bool) -> f32 {
+    workgroupBarrier();
+    for (var r = WG / 2u; r > 0u; r >>= 1u) {
+        if (lid < r) {
+            red[lid] = select(red[lid] + red[lid + r], max(red[lid], red[lid + r]), take_max);
+        }
+        workgroupBarrier();
+    }
+    let v = red[0];
+    // Nobody writes red again until everyone has read the result.
+    workgroupBarrier();
+    return v;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // Exactly m * n_heads workgroups: every one has a token.
+    let head = wid.x % p.n_heads;
+    let t = wid.x / p.n_heads;
+    let hd4 = HD / 4u;
+    let kv4 = p.n_kv_heads * hd4;
+    let kvh = head / (p.n_heads / p.n_kv_heads);
+    let n_slots = step.base + visible[t * (1u + p.max_rows)];
+    let qb = (t * p.n_heads + head) * hd4;
+    let sb = (t * p.n_heads + head) * p.capacity;
+
+    var qv: array<vec4<f32>, 32>;
+    for (var d = 0u; d < hd4; d++) {
+        qv[d] = q[qb + d];
+    }
+
+    // 1. Scores and their maximum.
+    var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
+    for (var k = lid; k < n_slots; k += WG) {
+        let kb = slot_of(t, k) * kv4 + kvh * hd4;
+        var s = 0.0;
+        for (var d = 0u; d < hd4; d++) {
+            s += dot(qv[d], k_cache[kb + d]);
+        }
+        s *= p.scale;
+        scores[sb + k] = s;
+        mx = max(mx, s);
+    }
+    red[lid] = mx;
+    mx = reduce(lid, true);
+
+    // 2. Exponentials and their sum.
+    var sum = 0.0;
+    for (var k = lid; k < n_slots; k += WG) {
+        let e = exp(scores[sb + k] - mx);
+        scores[sb + k] = e;
+        sum += e;
+    }
+    red[lid] = sum;
+    let inv = 1.0 / reduce(lid, false);
+    // Pass 3 reads exponentials other invocations wrote.
+    storageBarrier();
+
+    // 3. Weighted sum of values.
+    let groups = WG / hd4;
+    let g = lid / hd4;
+    let d = lid % hd4;
+    var acc = vec4<f32>(0.0);
+    if (g < groups) {
+        for (var k = g; k < n_slots; k += groups) {
+            let vb = slot_of(t, k) * kv4 + kvh * hd4;
+            acc += (scores[sb + k] * inv) * v_cache[vb + d];
+        }
+    }
+    red4[lid] = acc;
+    workgroupBarrier();
+    if (g == 0u) {
+        var o = red4[d];
+        for (var i = 1u; i < groups; i++) {
+            o += red4[i * hd4 + d];
+        }
+        out[qb + d] = o;
+    }
+}
