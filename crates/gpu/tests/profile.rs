@@ -1,7 +1,7 @@
 //! Timing, not correctness (ignored by default; run on purpose):
 //! `cargo test --release -p runahead-gpu --test profile -- --ignored --nocapture`
-//! prints where a SmolLM2-135M forward spends its time on this device, per kind of dispatch,
-//! for blocks of 1 and 16 tokens.
+//! prints where a SmolLM2-135M forward (or PROFILE_MODEL's) spends its time on this device, per
+//! kind of dispatch, for blocks of 1 and 16 tokens.
 
 mod common;
 
@@ -17,8 +17,13 @@ use runahead_model::{Batch, LanguageModel};
 #[test]
 #[ignore = "timing; run with --ignored --nocapture"]
 fn smollm2_dispatch_profile() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let path = std::env::var_os("PROFILE_MODEL").map_or_else(
+        || {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        },
+        PathBuf::from,
+    );
     let file = GgufFile::open(&path).unwrap();
     let mut gpu = GpuModel::load(&ctx(), &file, Some(256)).unwrap();
     // A 32-token cache, as after a short prompt.
