@@ -37,6 +37,11 @@ pub struct SuiteArgs {
     /// Directory for report.md, rows.json and speedup.svg.
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Draft tokens verified per step: auto (calibrated on the device, adapted to acceptance)
+    /// or a fixed number (15 verifies every draft in full: tokens per target forward is then
+    /// the speedup where verifying 16 tokens costs what one does).
+    #[arg(long, default_value = "auto")]
+    pub depth: String,
 }
 
 fn select_suites(args: &SuiteArgs, which: &str) -> Result<Vec<Suite>> {
@@ -99,6 +104,13 @@ pub fn run(
         }
         encoded.push(prompts);
     }
+    let fixed_depth = match args.depth.as_str() {
+        "auto" => None,
+        n => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => Some(n),
+            _ => bail!("--depth {n}: expected auto or a number of draft tokens >= 1"),
+        },
+    };
     let specs: Vec<(String, DraftSpec)> = args
         .drafters
         .split(',')
@@ -121,7 +133,13 @@ pub fn run(
                     })
                     .collect::<Result<Vec<_>>>()?;
                 rows.extend(bench_backend(
-                    &mut m, "cpu", drafters, &suites, &encoded, max_tokens,
+                    &mut m,
+                    "cpu",
+                    drafters,
+                    &suites,
+                    &encoded,
+                    max_tokens,
+                    fixed_depth,
                 )?);
             }
             "gpu" => {
@@ -142,7 +160,13 @@ pub fn run(
                     })
                     .collect::<Result<Vec<_>>>()?;
                 rows.extend(bench_backend(
-                    &mut m, "gpu", drafters, &suites, &encoded, max_tokens,
+                    &mut m,
+                    "gpu",
+                    drafters,
+                    &suites,
+                    &encoded,
+                    max_tokens,
+                    fixed_depth,
                 )?);
             }
             other => bail!("unknown backend '{other}' (cpu, gpu)"),
@@ -160,9 +184,16 @@ fn bench_backend<M: LanguageModel>(
     suites: &[Suite],
     encoded: &[Vec<Vec<u32>>],
     max_tokens: usize,
+    fixed_depth: Option<usize>,
 ) -> Result<Vec<BenchRow>> {
-    let cost = pollster::block_on(calibrate(m, 3))?;
-    print_cost(backend, "calibrated", &cost);
+    let depth = match fixed_depth {
+        Some(n) => Depth::Fixed(n),
+        None => {
+            let cost = pollster::block_on(calibrate(m, 3))?;
+            print_cost(backend, "calibrated", &cost);
+            Depth::adaptive(cost)
+        }
+    };
     let greedy = |depth| GenerateOptions {
         max_tokens,
         sampling: SamplingParams::greedy(),
@@ -170,7 +201,7 @@ fn bench_backend<M: LanguageModel>(
         ..GenerateOptions::default()
     };
     let plain_opts = greedy(Depth::default());
-    let mut spec_opts = greedy(Depth::adaptive(cost));
+    let mut spec_opts = greedy(depth);
     let mut rows = Vec::new();
     for (suite, prompts) in suites.iter().zip(encoded) {
         if prompts.is_empty() {
@@ -286,8 +317,9 @@ fn write_report(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut md = format!(
-        "Model `{name}`, greedy, {max_tokens} tokens per prompt, up to {} prompts per suite; {}. Speculative output verified identical to plain output for every prompt.\n\n",
+        "Model `{name}`, greedy, {max_tokens} tokens per prompt, up to {} prompts per suite, depth {}; {}. Speculative output verified identical to plain output for every prompt.\n\n",
         args.n,
+        args.depth,
         devices.join("; ")
     );
     md.push_str(&summary_table(&kind_summary(rows)));

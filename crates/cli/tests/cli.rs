@@ -303,12 +303,15 @@ fn bench_suites_writes_report_rows_and_plot() {
         "4",
         "--drafters",
         "ngram,suffix",
+        "--depth",
+        "4",
         "--prompts-dir",
         samples.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("depth 4;"), "{}", stdout(&o));
     assert!(
         stdout(&o).contains("| humaneval | code | cpu | ngram |"),
         "{}",
@@ -336,5 +339,60 @@ fn bench_suites_writes_report_rows_and_plot() {
             "/nonexistent/prompts",
         ],
         "scripts/fetch-prompts.sh",
+    );
+    fails_with(
+        &[
+            "bench",
+            "--model",
+            &m,
+            "--suites",
+            "humaneval",
+            "--depth",
+            "0",
+            "--prompts-dir",
+            samples.to_str().unwrap(),
+        ],
+        "--depth 0",
+    );
+}
+
+/// The GPU backend gives the CPU reference's greedy tokens with either kernel shape.
+#[test]
+fn gpu_backend_with_either_kernel_shape_matches_the_cpu() {
+    let m = model();
+    let tokens = |extra: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "The capital of France is",
+            "--max-tokens",
+            "6",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = runahead(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        (v["tokens"].clone(), stderr(&o))
+    };
+    let (cpu, _) = tokens(&["--backend", "cpu"]);
+    for kernels in ["emulated", "gpu"] {
+        let (gpu, err) = tokens(&["--backend", "gpu", "--gpu-kernels", kernels]);
+        assert_eq!(gpu, cpu, "--gpu-kernels {kernels}");
+        assert!(err.contains(&format!("{kernels} kernels")), "{err}");
+    }
+    fails_with(
+        &[
+            "generate",
+            "--model",
+            &m,
+            "--prompt",
+            "x",
+            "--gpu-kernels",
+            "fast",
+        ],
+        "--gpu-kernels",
     );
 }
