@@ -18,6 +18,7 @@ pub enum Op {
     SiluMul,
     AddBias,
     Argmax,
+    TopK,
 }
 
 const COMMON: &str = include_str!("../../../shaders/formats/common.wgsl");
@@ -59,6 +60,7 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
         Op::SiluMul => include_str!("../../../shaders/silu_mul.wgsl"),
         Op::AddBias => include_str!("../../../shaders/add_bias.wgsl"),
         Op::Argmax => include_str!("../../../shaders/argmax.wgsl"),
+        Op::TopK => include_str!("../../../shaders/top_k.wgsl"),
     };
     match format.and_then(format_source) {
         Some(f) => format!("{COMMON}\n{f}\n{body}"),
@@ -308,6 +310,7 @@ mod tests {
             Op::SiluMul,
             Op::AddBias,
             Op::Argmax,
+            Op::TopK,
         ]
         .iter()
         .map(|&op| (op, None))

@@ -12,7 +12,7 @@ pub use profile::DispatchTime;
 use std::cell::Cell;
 
 use runahead_gguf::GgufFile;
-use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result};
+use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits};
 
 use crate::GpuContext;
 use crate::{kernels, readback};
@@ -20,6 +20,13 @@ use crate::{kernels, readback};
 /// Most tokens one forward pass processes; longer causal blocks are split (batch invariance
 /// makes that exact).
 pub const MAX_ROWS: usize = 64;
+
+/// Most logits per row the device selects ([`LanguageModel::forward_top_k`]); a larger `k`
+/// reads the whole rows back and selects on the CPU.
+pub const MAX_TOP_K: usize = 64;
+
+/// Words per row of the top-k output: the log-normalizer, 64 ids, 64 logits.
+const TOP_K_ROW_WORDS: usize = 1 + 2 * MAX_TOP_K;
 
 /// Default KV cache size when the caller gives none (the model's context can be 32k tokens,
 /// which would take gigabytes of cache).
@@ -92,8 +99,10 @@ struct StepBuffers {
     visible: wgpu::Buffer,   // [MAX_ROWS, 1 + MAX_ROWS] u32: count, then block indices
     logits: wgpu::Buffer,    // [MAX_ROWS, vocab] f32
     argmax: wgpu::Buffer,    // [MAX_ROWS] u32
+    top_k: wgpu::Buffer,     // [MAX_ROWS, TOP_K_ROW_WORDS] u32 (see shaders/top_k.wgsl)
     logits_read: wgpu::Buffer,
     argmax_read: wgpu::Buffer,
+    top_k_read: wgpu::Buffer,
 }
 
 /// Per-layer KV cache buffers, `[capacity, kv_dim]` f32 each.
@@ -121,6 +130,8 @@ pub struct GpuModel {
     dispatches: Vec<Dispatch>,
     /// Appended to `dispatches` when only each row's argmax is read back.
     argmax_dispatch: Dispatch,
+    /// Appended to `dispatches` when only each row's largest logits are read back.
+    top_k_dispatch: Dispatch,
     io: StepBuffers,
     kv: KvBuffers,
     stats: Cell<GpuStats>,
@@ -130,6 +141,8 @@ pub struct GpuModel {
 enum Want {
     Logits,
     Argmax,
+    /// The `k` (at most [`MAX_TOP_K`]) largest logits of each row.
+    TopK(usize),
 }
 
 impl GpuModel {
@@ -148,14 +161,15 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    /// Writes the block's step uniform, tokens, positions and visibility lists.
-    fn write_step(&self, batch: &Batch) {
+    /// Writes the block's step uniform (`k`: entries per row for the top-k kernel), tokens,
+    /// positions and visibility lists.
+    fn write_step(&self, batch: &Batch, k: usize) {
         let m = batch.len();
         let q = &self.ctx.queue;
         q.write_buffer(
             &self.io.step,
             0,
-            bytemuck::cast_slice(&[m as u32, self.cache_len as u32, 0, 0]),
+            bytemuck::cast_slice(&[m as u32, self.cache_len as u32, k as u32, 0]),
         );
         q.write_buffer(&self.io.tokens, 0, bytemuck::cast_slice(&batch.tokens));
         let positions: Vec<u32> = batch.positions.iter().map(|&p| p as u32).collect();
@@ -174,7 +188,9 @@ impl GpuModel {
         q.write_buffer(&self.io.visible, 0, bytemuck::cast_slice(&lists));
     }
 
-    async fn run(&mut self, batch: &Batch, want: Want) -> Result<(Vec<f32>, Vec<u32>)> {
+    /// Runs a block and returns the bytes of what `want` reads back: `[m, vocab]` f32 logits,
+    /// `[m]` u32 argmax, or `[m, TOP_K_ROW_WORDS]` u32 words of the top-k kernel.
+    async fn run(&mut self, batch: &Batch, want: Want) -> Result<Vec<u8>> {
         let c = &self.config;
         batch.validate(c.vocab_size, self.cache_len, self.capacity)?;
         self.ctx.check()?;
@@ -184,62 +200,79 @@ impl GpuModel {
             )));
         }
         let m = batch.len();
-        self.write_step(batch);
+        let k = match want {
+            Want::TopK(k) => k,
+            _ => 0,
+        };
+        self.write_step(batch, k);
         let q = &self.ctx.queue;
 
+        let last = match want {
+            Want::Logits => None,
+            Want::Argmax => Some(&self.argmax_dispatch),
+            Want::TopK(_) => Some(&self.top_k_dispatch),
+        };
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            for d in self
-                .dispatches
-                .iter()
-                .chain(matches!(want, Want::Argmax).then_some(&self.argmax_dispatch))
-            {
+            for d in self.dispatches.iter().chain(last) {
                 d.encode(&mut pass, m);
             }
         }
         let vocab = c.vocab_size;
-        let (src, dst, bytes) = match want {
-            Want::Logits => (
-                &self.io.logits,
-                &self.io.logits_read,
-                (m * vocab * 4) as u64,
-            ),
-            Want::Argmax => (&self.io.argmax, &self.io.argmax_read, (m * 4) as u64),
+        let (src, dst, words) = match want {
+            Want::Logits => (&self.io.logits, &self.io.logits_read, m * vocab),
+            Want::Argmax => (&self.io.argmax, &self.io.argmax_read, m),
+            Want::TopK(_) => (&self.io.top_k, &self.io.top_k_read, m * TOP_K_ROW_WORDS),
         };
-        encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes);
+        encoder.copy_buffer_to_buffer(src, 0, dst, 0, (words * 4) as u64);
         q.submit([encoder.finish()]);
         let mut s = self.stats.get();
         s.forwards += 1;
         s.submits += 1;
-        s.dispatches += (self.dispatches.len() + matches!(want, Want::Argmax) as usize) as u64;
+        s.dispatches += (self.dispatches.len() + last.is_some() as usize) as u64;
         self.stats.set(s);
 
-        let out = match want {
-            Want::Logits => (
-                readback::read_f32(&self.ctx, dst, m * vocab).await?,
-                Vec::new(),
-            ),
-            Want::Argmax => (Vec::new(), readback::read_u32(&self.ctx, dst, m).await?),
-        };
+        let out = readback::read_bytes(&self.ctx, dst, (words * 4) as u64).await?;
         self.cache_len += m;
         Ok(out)
     }
 
-    /// Runs a block, splitting causal blocks longer than [`MAX_ROWS`].
-    async fn run_chunked(&mut self, batch: &Batch, want: Want) -> Result<(Vec<f32>, Vec<u32>)> {
+    /// Runs a block, splitting causal blocks longer than [`MAX_ROWS`] (the chunks' rows are
+    /// concatenated), and reads its output back as `T`s.
+    async fn run_chunked<T: bytemuck::Pod>(&mut self, batch: &Batch, want: Want) -> Result<Vec<T>> {
         if batch.len() <= MAX_ROWS || batch.mask != runahead_model::Mask::Causal {
-            return self.run(batch, want).await;
+            return Ok(bytemuck::pod_collect_to_vec(&self.run(batch, want).await?));
         }
         batch.validate(self.config.vocab_size, self.cache_len, self.capacity)?;
-        let (mut logits, mut ids) = (Vec::new(), Vec::new());
+        let mut all = Vec::new();
         for (i, chunk) in batch.tokens.chunks(MAX_ROWS).enumerate() {
             let sub = Batch::causal(chunk, batch.positions[i * MAX_ROWS]);
-            let (l, a) = self.run(&sub, want).await?;
-            logits.extend(l);
-            ids.extend(a);
+            all.extend(bytemuck::pod_collect_to_vec::<u8, T>(
+                &self.run(&sub, want).await?,
+            ));
         }
-        Ok((logits, ids))
+        Ok(all)
+    }
+}
+
+/// Parses the top-k kernel's rows (see shaders/top_k.wgsl), keeping `k` entries per row.
+fn parse_top_k(words: &[u32], k: usize, vocab: usize) -> TopLogits {
+    let rows = words.chunks(TOP_K_ROW_WORDS);
+    TopLogits {
+        log_norm: rows.clone().map(|r| f32::from_bits(r[0])).collect(),
+        rows: rows
+            .map(|r| {
+                let (ids, values) = r[1..].split_at(MAX_TOP_K);
+                ids.iter()
+                    .zip(values)
+                    .take(k)
+                    .take_while(|(&id, _)| id != u32::MAX)
+                    .map(|(&id, &v)| (id, f32::from_bits(v)))
+                    .collect()
+            })
+            .collect(),
+        vocab,
     }
 }
 
@@ -257,15 +290,23 @@ impl LanguageModel for GpuModel {
     }
 
     async fn forward(&mut self, batch: &Batch) -> Result<Logits> {
-        let (data, _) = self.run_chunked(batch, Want::Logits).await?;
         Ok(Logits {
-            data,
+            data: self.run_chunked(batch, Want::Logits).await?,
             vocab: self.config.vocab_size,
         })
     }
 
     async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
-        Ok(self.run_chunked(batch, Want::Argmax).await?.1)
+        self.run_chunked(batch, Want::Argmax).await
+    }
+
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
+        if k == 0 || k > MAX_TOP_K {
+            let logits = self.forward(batch).await?;
+            return Ok(TopLogits::of(&logits, k));
+        }
+        let words = self.run_chunked(batch, Want::TopK(k)).await?;
+        Ok(parse_top_k(&words, k, self.config.vocab_size))
     }
 
     fn truncate(&mut self, len: usize) {

@@ -30,21 +30,3 @@ pub async fn read_bytes(
     buffer.unmap();
     Ok(bytes)
 }
-
-pub async fn read_f32(
-    ctx: &GpuContext,
-    buffer: &wgpu::Buffer,
-    n: usize,
-) -> Result<Vec<f32>, GpuError> {
-    let bytes = read_bytes(ctx, buffer, (n * 4) as u64).await?;
-    Ok(bytemuck::pod_collect_to_vec(&bytes))
-}
-
-pub async fn read_u32(
-    ctx: &GpuContext,
-    buffer: &wgpu::Buffer,
-    n: usize,
-) -> Result<Vec<u32>, GpuError> {
-    let bytes = read_bytes(ctx, buffer, (n * 4) as u64).await?;
-    Ok(bytemuck::pod_collect_to_vec(&bytes))
-}

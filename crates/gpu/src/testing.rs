@@ -30,8 +30,25 @@ pub async fn run_kernel(
     workgroups: (u32, u32, u32),
     read: usize,
 ) -> Result<Vec<u8>, GpuError> {
+    let step = [m as u32, base as u32, 0, 0];
+    run_kernel_step(ctx, op, format, inputs, op_params, step, workgroups, read).await
+}
+
+/// [`run_kernel`] with the whole step uniform given: `[m, base, k, 0]` (`k`: entries per row
+/// for the top-k kernel; other kernels ignore it).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_kernel_step(
+    ctx: &GpuContext,
+    op: Op,
+    format: Option<GgmlType>,
+    inputs: &[Input],
+    op_params: &[u32],
+    step: [u32; 4],
+    workgroups: (u32, u32, u32),
+    read: usize,
+) -> Result<Vec<u8>, GpuError> {
     let device = &ctx.device;
-    let (pipeline, bind_group, buffers) = prepare(ctx, op, format, inputs, op_params, (m, base));
+    let (pipeline, bind_group, buffers) = prepare(ctx, op, format, inputs, op_params, step);
     let size = buffers[read].size();
     let staging = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
@@ -57,10 +74,10 @@ fn prepare(
     format: Option<GgmlType>,
     inputs: &[Input],
     op_params: &[u32],
-    (m, base): (usize, usize),
+    step: [u32; 4],
 ) -> (wgpu::ComputePipeline, wgpu::BindGroup, Vec<wgpu::Buffer>) {
     let device = &ctx.device;
-    let variant = crate::kernels::variant(op, op_params, m);
+    let variant = crate::kernels::variant(op, op_params, step[0] as usize);
     let pipeline = ctx.pipeline(op, format, variant);
     let init = |contents: &[u8], usage| {
         device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
@@ -87,7 +104,7 @@ fn prepare(
         wgpu::BufferUsages::UNIFORM,
     ));
     buffers.push(init(
-        bytemuck::cast_slice(&[m as u32, base as u32, 0, 0]),
+        bytemuck::cast_slice(&step),
         wgpu::BufferUsages::UNIFORM,
     ));
     let entries: Vec<wgpu::BindGroupEntry> = buffers
@@ -120,7 +137,8 @@ pub fn time_kernel(
     workgroups: (u32, u32, u32),
     reps: usize,
 ) -> Result<f64, GpuError> {
-    let (pipeline, bind_group, _buffers) = prepare(ctx, op, format, inputs, op_params, (m, base));
+    let step = [m as u32, base as u32, 0, 0];
+    let (pipeline, bind_group, _buffers) = prepare(ctx, op, format, inputs, op_params, step);
     let mut last = 0.0;
     for n in [1, reps.max(1)] {
         let mut encoder = ctx.device.create_command_encoder(&Default::default());

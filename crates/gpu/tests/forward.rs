@@ -9,7 +9,7 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::kernels::KernelShape;
 use runahead_gpu::{GpuContext, GpuError, GpuModel, GpuOptions};
 use runahead_model::testing::TinyModel;
-use runahead_model::{Batch, CpuModel, LanguageModel, Logits, ModelError};
+use runahead_model::{Batch, CpuModel, LanguageModel, Logits, ModelError, TopLogits};
 
 const PROMPT: [u32; 7] = [5, 77, 120, 3, 260, 42, 199];
 /// GPU and CPU reduce in different orders and use different exp/cos implementations.
@@ -58,6 +58,28 @@ fn gpu_logits_match_the_cpu_reference() {
         let ids = block_on(g.forward_argmax(&Batch::causal(&[18, 19], 8))).unwrap();
         let want = block_on(cpu.forward(&Batch::causal(&[18, 19], 8))).unwrap();
         assert_eq!(ids, vec![want.argmax(0), want.argmax(1)], "{name}: argmax");
+    }
+}
+
+/// The device's top-k selection lists exactly what selecting from the same engine's logits
+/// lists (and k past the device's limit falls back to that).
+#[test]
+fn top_k_on_the_device_equals_selecting_from_the_logits() {
+    for (name, spec, ctx) in cases() {
+        let mut g = gpu(&ctx, &spec);
+        let logits = block_on(g.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+        for k in [1, 7, 64, 100] {
+            g.truncate(0);
+            let top = block_on(g.forward_top_k(&Batch::causal(&PROMPT, 0), k)).unwrap();
+            let want = TopLogits::of(&logits, k);
+            assert_eq!(top.rows, want.rows, "{name}: top-{k}");
+            for (r, (a, b)) in top.log_norm.iter().zip(&want.log_norm).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-4 * b.abs().max(1.0),
+                    "{name}: row {r}: {a} vs {b}"
+                );
+            }
+        }
     }
 }
 

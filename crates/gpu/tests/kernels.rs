@@ -7,7 +7,7 @@ use common::ctx;
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
 use runahead_gpu::kernels::{AttentionShape, KernelShape, MatmulShape, Op};
-use runahead_gpu::testing::{f32s, run_kernel, u32s, Input};
+use runahead_gpu::testing::{f32s, run_kernel, run_kernel_step, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
 
 fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
@@ -561,6 +561,95 @@ fn attention_causal_and_tree_every_shape() {
             }
         }
     }
+}
+
+/// Rows with ties, NaN, -inf, +inf and both zeros, for the top-k kernel.
+fn awkward_rows(rng: &mut TestRng, n: usize, m: usize) -> Vec<f32> {
+    let mut logits = rng.floats(m * n, 4.0);
+    for r in 0..m {
+        let row = &mut logits[r * n..(r + 1) * n];
+        // Coarse values make many exact ties.
+        if r % 2 == 1 {
+            row.iter_mut().for_each(|v| *v = (*v * 2.0).round());
+        }
+        row[3] = f32::NAN;
+        row[n / 2] = f32::NEG_INFINITY;
+        row[7] = 0.0;
+        row[9] = -0.0;
+        if r == 2 {
+            row[n - 1] = f32::INFINITY;
+        }
+    }
+    logits
+}
+
+#[test]
+fn top_k_matches_the_cpu_selection_exactly() {
+    let mut rng = TestRng::new(19);
+    const ROW_WORDS: usize = 129;
+    for (n, m) in [(1001usize, 4usize), (49152, 2), (70, 3)] {
+        let logits = awkward_rows(&mut rng, n, m);
+        for k in [1usize, 5, 40, 64] {
+            let inputs = [
+                Input::F32(logits.clone()),
+                Input::U32(vec![7; m * ROW_WORDS]),
+            ];
+            let got = u32s(
+                &block_on(run_kernel_step(
+                    &ctx(),
+                    Op::TopK,
+                    None,
+                    &inputs,
+                    &[n as u32],
+                    [m as u32, 0, k as u32, 0],
+                    (m as u32, 1, 1),
+                    1,
+                ))
+                .unwrap(),
+            );
+            for r in 0..m {
+                let row = &logits[r * n..(r + 1) * n];
+                let out = &got[r * ROW_WORDS..(r + 1) * ROW_WORDS];
+                let want = runahead_model::top_k_of(row, k);
+                let listed: Vec<(u32, f32)> = out[1..1 + k]
+                    .iter()
+                    .zip(&out[65..65 + k])
+                    .take_while(|(&id, _)| id != u32::MAX)
+                    .map(|(&id, &v)| (id, f32::from_bits(v)))
+                    .collect();
+                let bits = |v: &[(u32, f32)]| -> Vec<(u32, u32)> {
+                    v.iter().map(|&(i, x)| (i, x.to_bits())).collect()
+                };
+                assert_eq!(bits(&listed), bits(&want), "top-{k} of row {r} of {n}");
+                let (norm, want_norm) = (f32::from_bits(out[0]), runahead_model::log_sum_exp(row));
+                assert!(
+                    (norm - want_norm).abs() <= 1e-5 * want_norm.abs().max(1.0),
+                    "log-normalizer of row {r} of {n}: gpu {norm} vs cpu {want_norm}"
+                );
+            }
+        }
+    }
+    // A row of NaN and -inf lists nothing and has a -inf normalizer.
+    let row = vec![f32::NAN, f32::NEG_INFINITY, f32::NAN];
+    let got = u32s(
+        &block_on(run_kernel_step(
+            &ctx(),
+            Op::TopK,
+            None,
+            &[Input::F32(row), Input::U32(vec![7; ROW_WORDS])],
+            &[3],
+            [1, 0, 4, 0],
+            (1, 1, 1),
+            1,
+        ))
+        .unwrap(),
+    );
+    assert_eq!(f32::from_bits(got[0]), f32::NEG_INFINITY);
+    assert!(
+        got[1..5].iter().all(|&id| id == u32::MAX),
+        "{:?}",
+        &got[1..5]
+    );
 }
 
 #[test]

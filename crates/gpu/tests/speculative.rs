@@ -12,7 +12,7 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::GpuContext;
 use runahead_gpu::GpuModel;
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::LanguageModel;
+use runahead_model::{Batch, LanguageModel, Logits, ModelConfig};
 use runahead_speculate::{
     generate_with, AutoDrafter, CostModel, Depth, Drafter, GenerateOptions, Generation,
     ModelDrafter, NgramDrafter, SamplingParams, SuffixDrafter,
@@ -122,4 +122,96 @@ fn every_drafter_equals_plain_greedy(ctx: &GpuContext, n: u32) {
         accepted.iter().all(|&a| a > 0),
         "accepted per drafter: {accepted:?}"
     );
+}
+
+/// A GPU model that reads whole rows back: `forward_top_k` falls back to selecting from the
+/// logits on the CPU (the trait's default), which is what the device selection must equal.
+struct WholeRows(GpuModel);
+
+impl LanguageModel for WholeRows {
+    fn config(&self) -> &ModelConfig {
+        self.0.config()
+    }
+    fn cache_len(&self) -> usize {
+        self.0.cache_len()
+    }
+    fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+    async fn forward(&mut self, batch: &Batch) -> runahead_model::Result<Logits> {
+        self.0.forward(batch).await
+    }
+    fn truncate(&mut self, len: usize) {
+        self.0.truncate(len)
+    }
+    fn compact(&mut self, base: usize, keep: &[usize]) -> runahead_model::Result<()> {
+        self.0.compact(base, keep)
+    }
+}
+
+fn sample<M: LanguageModel>(
+    m: &mut M,
+    d: Option<&mut dyn Drafter>,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Generation {
+    block_on(generate_with(
+        m,
+        d,
+        prompt,
+        opts,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap()
+}
+
+/// Sampling with top-k reads back only each row's top logits on the GPU (prefill,
+/// verification and the draft model's steps) and draws the same tokens as sampling from whole
+/// rows, plainly and with drafters.
+#[test]
+fn top_k_sampling_on_the_device_equals_sampling_from_whole_rows() {
+    let ctx = tiny_ctx();
+    let spec = TinyModel::llama();
+    let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let load = || GpuModel::load(&ctx, &file, None).unwrap();
+    let opts = GenerateOptions {
+        max_tokens: 12,
+        sampling: SamplingParams {
+            temperature: 0.9,
+            top_k: 20,
+            top_p: 0.95,
+            seed: 5,
+        },
+        depth: Depth::Fixed(4),
+        ..GenerateOptions::default()
+    };
+    let prompts: [&[u32]; 3] = [
+        &[5, 77, 120, 3, 260],
+        &[9, 9, 9, 9, 9, 9, 9, 9],
+        &[200, 2, 41],
+    ];
+    let (mut device, mut whole) = (load(), WholeRows(load()));
+    let mut drafted = 0;
+    for prompt in prompts {
+        let a = sample(&mut device, None, prompt, &opts);
+        let b = sample(&mut whole, None, prompt, &opts);
+        assert_eq!(a.tokens, b.tokens, "plain {prompt:?}");
+        // With a suffix drafter and a draft model (its own top-k readback against whole rows).
+        let mut d_device: [Box<dyn Drafter>; 2] = [
+            Box::new(SuffixDrafter::new(64)),
+            Box::new(ModelDrafter::new(load())),
+        ];
+        let mut d_whole: [Box<dyn Drafter>; 2] = [
+            Box::new(SuffixDrafter::new(64)),
+            Box::new(ModelDrafter::new(WholeRows(load()))),
+        ];
+        for (x, y) in d_device.iter_mut().zip(&mut d_whole) {
+            let a = sample(&mut device, Some(x.as_mut()), prompt, &opts);
+            let b = sample(&mut whole, Some(y.as_mut()), prompt, &opts);
+            assert_eq!(a.tokens, b.tokens, "{} {prompt:?}", x.name());
+            drafted += a.stats.drafted;
+        }
+    }
+    assert!(drafted > 0, "the drafters never drafted");
 }

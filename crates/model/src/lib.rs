@@ -15,7 +15,7 @@ pub use chat::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;
-pub use lm::{argmax, Batch, LanguageModel, Logits, Mask};
+pub use lm::{argmax, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask, TopLogits};
 pub use tokenizer::{TokenDecoder, Tokenizer};
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -156,6 +156,63 @@ pub fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
+/// The largest logits of each row of a block: what top-k sampling and a draft model's
+/// confidence need, without the whole vocabulary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopLogits {
+    /// Per row: up to `k` (token, logit) pairs, largest logit first in the order of
+    /// [`f32::total_cmp`], ties to the lower token; NaN and -inf are never listed, so a row
+    /// has fewer than `k` entries only when it has fewer usable logits.
+    pub rows: Vec<Vec<(u32, f32)>>,
+    /// Per row: `ln(sum(exp(logit)))` over its finite logits (-inf when there is none), so that
+    /// `exp(logit - log_norm)` is a softmax probability over the whole vocabulary.
+    pub log_norm: Vec<f32>,
+    pub vocab: usize,
+}
+
+impl TopLogits {
+    /// The `k` largest of each row of `logits` (see [`top_k_of`]).
+    pub fn of(logits: &Logits, k: usize) -> Self {
+        let rows = (0..logits.n_rows()).map(|i| logits.row(i));
+        TopLogits {
+            rows: rows.clone().map(|r| top_k_of(r, k)).collect(),
+            log_norm: rows.map(log_sum_exp).collect(),
+            vocab: logits.vocab,
+        }
+    }
+}
+
+/// The `k` largest values of `row` with their indices, largest first in the order of
+/// [`f32::total_cmp`], ties to the lower index; NaN and -inf are skipped.
+pub fn top_k_of(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut all: Vec<(u32, f32)> = row
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_nan() && **v > f32::NEG_INFINITY)
+        .map(|(i, &v)| (i as u32, v))
+        .collect();
+    if k < all.len() {
+        if k == 0 {
+            return Vec::new();
+        }
+        all.select_nth_unstable_by(k - 1, rank);
+        all.truncate(k);
+    }
+    all.sort_unstable_by(rank);
+    all
+}
+
+/// `ln(sum(exp(v)))` over the finite values of `row`, -inf when there is none.
+pub fn log_sum_exp(row: &[f32]) -> f32 {
+    let finite = || row.iter().copied().filter(|v| v.is_finite());
+    let Some(max) = finite().reduce(f32::max) else {
+        return f32::NEG_INFINITY;
+    };
+    let sum: f64 = finite().map(|v| ((v - max) as f64).exp()).sum();
+    max + sum.ln() as f32
+}
+
 /// A model that maps blocks of tokens to logits and keeps a KV cache.
 ///
 /// The cache holds one entry per committed token, in slot order `0..cache_len()`. A forward
@@ -182,6 +239,14 @@ pub trait LanguageModel {
     async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         let logits = self.forward(batch).await?;
         Ok((0..logits.n_rows()).map(|i| logits.argmax(i)).collect())
+    }
+
+    /// Like [`LanguageModel::forward`] but returns only each row's `k` largest logits and its
+    /// softmax normalizer ([`TopLogits`]); engines that can select on the device override
+    /// this to avoid reading back whole vocabularies.
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
+        let logits = self.forward(batch).await?;
+        Ok(TopLogits::of(&logits, k))
     }
 
     /// Drops cache entries `len..`. O(1).
@@ -226,6 +291,33 @@ mod tests {
             Err(ModelError::TokenOutOfRange { id: 3, .. })
         ));
         assert!(Batch::causal(&[], 0).validate(10, 0, 10).is_err());
+    }
+
+    #[test]
+    fn top_k_orders_by_value_then_index_and_skips_nan_and_minus_infinity() {
+        let row = [
+            1.0,
+            f32::NAN,
+            3.0,
+            f32::NEG_INFINITY,
+            3.0,
+            -0.0,
+            0.0,
+            f32::INFINITY,
+        ];
+        assert_eq!(
+            top_k_of(&row, 4),
+            vec![(7, f32::INFINITY), (2, 3.0), (4, 3.0), (0, 1.0)]
+        );
+        // +0 ranks before -0 (total order), then the list ends: NaN and -inf are never listed.
+        let all = top_k_of(&row, 10);
+        assert_eq!(all.len(), 6);
+        assert_eq!(all[4].0, 6);
+        assert_eq!(all[5].0, 5);
+        assert!(top_k_of(&row, 0).is_empty());
+        let lse = log_sum_exp(&[0.0, 1.0, f32::INFINITY, f32::NAN]);
+        assert!((lse - (1.0f32.exp() + 1.0).ln()).abs() < 1e-6);
+        assert_eq!(log_sum_exp(&[f32::NAN]), f32::NEG_INFINITY);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use web_time::Instant;
 use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter};
-use crate::sampling::{Sampler, SamplingError, SamplingParams};
+use crate::sampling::{Sampler, SamplingError, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
 
 /// Longest block the prefill sends in one forward (bounds activation memory).
@@ -256,15 +256,17 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
 
     let start = Instant::now();
     model.truncate(0);
-    let mut logits = None;
-    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-        let l = model
-            .forward(&Batch::causal(chunk, i * PREFILL_CHUNK))
+    let chunks: Vec<&[u32]> = prompt.chunks(PREFILL_CHUNK).collect();
+    let (last, before) = chunks.split_last().ok_or(GenerateError::EmptyPrompt)?;
+    for (i, chunk) in before.iter().enumerate() {
+        // Only the cache entries matter: read back as little as the engine can.
+        model
+            .forward_argmax(&Batch::causal(chunk, i * PREFILL_CHUNK))
             .await?;
-        logits = Some(l);
     }
-    let logits = logits.ok_or(GenerateError::EmptyPrompt)?;
-    let mut next = sampler.sample(logits.row(logits.n_rows() - 1))?;
+    let batch = Batch::causal(last, before.len() * PREFILL_CHUNK);
+    let scores = Scores::forward(model, &batch, &sampler.params).await?;
+    let mut next = sampler.pick(&scores, scores.n_rows() - 1)?;
     let mut next_from = Provenance::Target;
     if let Some(d) = drafter.as_deref_mut() {
         d.prefill(prompt).await?;

@@ -25,6 +25,6 @@ pub use generate::{
 };
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;
-pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams};
+pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};
 pub use suffix::{SuffixDrafter, SuffixTrie};
 pub use verify::{verification_batch, verify, walk_greedy, walk_sampling, Rejection, Verdict};

@@ -1,10 +1,10 @@
 //! A small model of the target's family drafts autoregressively on its own KV cache.
 
-use runahead_model::{Batch, LanguageModel, Logits, ModelError};
+use runahead_model::{Batch, LanguageModel, ModelError};
 
 use crate::draft::Draft;
 use crate::drafter::{DraftRequest, Drafter, LocalFuture};
-use crate::sampling::{Distribution, Sampler, SamplingParams};
+use crate::sampling::{Distribution, Sampler, SamplingParams, Scores};
 
 /// Longest block fed to the draft model at once when it catches up with the context.
 const CATCH_UP_CHUNK: usize = 256;
@@ -58,14 +58,15 @@ impl<M: LanguageModel> ModelDrafter<M> {
         Ok(self.sampler.as_mut().expect("set above"))
     }
 
-    /// Brings the cache to `tokens` (or to all of them but the last, when `keep_last`: the
-    /// token left to feed gives the logits to draft from), reusing the prefix it already holds;
-    /// returns the logits of the last block fed, if any.
+    /// Brings the cache to `tokens`, reusing the prefix it already holds. With `draft_from`
+    /// sampling parameters the last token is always fed again, and the scores of the last block
+    /// fed (what drafting with those parameters needs) are returned.
     async fn catch_up(
         &mut self,
         tokens: &[u32],
-        keep_last: bool,
-    ) -> Result<Option<Logits>, ModelError> {
+        draft_from: Option<&SamplingParams>,
+    ) -> Result<Option<Scores>, ModelError> {
+        let keep_last = draft_from.is_some();
         let shared = self
             .cached
             .iter()
@@ -77,18 +78,36 @@ impl<M: LanguageModel> ModelDrafter<M> {
         self.cached.truncate(shared);
         let rest = &tokens[shared..];
         let last_chunk = rest.len().div_ceil(CATCH_UP_CHUNK).saturating_sub(1);
-        let mut logits = None;
+        let mut scores = None;
         for (i, chunk) in rest.chunks(CATCH_UP_CHUNK).enumerate() {
             let batch = Batch::causal(chunk, self.model.cache_len());
-            if keep_last && i == last_chunk {
-                logits = Some(self.model.forward(&batch).await?);
-            } else {
+            match draft_from {
+                Some(params) if i == last_chunk => {
+                    scores = Some(self.scores(&batch, params).await?);
+                }
                 // Only the cache entries matter (an engine may skip reading back logits).
-                self.model.forward_argmax(&batch).await?;
+                _ => {
+                    self.model.forward_argmax(&batch).await?;
+                }
             }
             self.cached.extend_from_slice(chunk);
         }
-        Ok(logits)
+        Ok(scores)
+    }
+
+    /// Runs `batch`, reading back what drafting with `params` needs of it: greedy drafting
+    /// only the best token and the row's normalizer (its probability is the draft's
+    /// confidence), sampling what [`Scores::forward`] reads for them.
+    async fn scores(
+        &mut self,
+        batch: &Batch,
+        params: &SamplingParams,
+    ) -> Result<Scores, ModelError> {
+        if params.is_greedy() {
+            Ok(Scores::Top(self.model.forward_top_k(batch, 1).await?))
+        } else {
+            Scores::forward(&mut self.model, batch, params).await
+        }
     }
 
     async fn draft(&mut self, request: DraftRequest<'_>) -> Result<Draft, ModelError> {
@@ -101,16 +120,20 @@ impl<M: LanguageModel> ModelDrafter<M> {
         let max_nodes = request.max_nodes.min(capacity - context.len());
         // Roll back to the shared prefix (rejected draft tokens never linger) and feed the rest,
         // at least the last token.
-        let Some(mut logits) = self.catch_up(context, true).await? else {
+        let Some(mut scores) = self.catch_up(context, Some(request.sampling)).await? else {
             return Ok(draft);
         };
         for i in 0..max_nodes {
-            let row = last_row(&logits);
+            let row = scores.n_rows() - 1;
             let (token, confidence, q) = if request.sampling.is_greedy() {
-                let token = runahead_model::argmax(row);
-                (token, top_probability(row, token), None)
+                // No usable logit: nothing to draft from.
+                let Some((token, p)) = scores.best(row) else {
+                    break;
+                };
+                (token, p, None)
             } else {
-                let q = Distribution::new(row, request.sampling)
+                let q: Distribution = scores
+                    .distribution(row, request.sampling)
                     .map_err(|e| ModelError::Config(e.to_string()))?;
                 let token = q.pick(self.sampler(request.sampling)?.uniform());
                 (token, q.probs[token as usize], Some(q))
@@ -121,29 +144,12 @@ impl<M: LanguageModel> ModelDrafter<M> {
                 break;
             }
             let start = self.model.cache_len();
-            logits = self.model.forward(&Batch::causal(&[token], start)).await?;
+            scores = self
+                .scores(&Batch::causal(&[token], start), request.sampling)
+                .await?;
             self.cached.push(token);
         }
         Ok(draft)
-    }
-}
-
-fn last_row(logits: &Logits) -> &[f32] {
-    logits.row(logits.n_rows() - 1)
-}
-
-/// Softmax probability of `token` (temperature 1): the draft model's confidence.
-fn top_probability(row: &[f32], token: u32) -> f32 {
-    let max = row[token as usize];
-    let total: f64 = row
-        .iter()
-        .filter(|v| v.is_finite())
-        .map(|&v| ((v - max) as f64).exp())
-        .sum();
-    if total > 0.0 {
-        (1.0 / total) as f32
-    } else {
-        0.0
     }
 }
 
@@ -162,7 +168,7 @@ impl<M: LanguageModel> Drafter for ModelDrafter<M> {
     fn prefill<'a>(&'a mut self, prompt: &'a [u32]) -> LocalFuture<'a, Result<(), ModelError>> {
         Box::pin(async move {
             if !prompt.is_empty() && prompt.len() < self.model.capacity() {
-                self.catch_up(prompt, false).await?;
+                self.catch_up(prompt, None).await?;
             }
             Ok(())
         })

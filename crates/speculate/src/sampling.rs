@@ -6,7 +6,7 @@
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use runahead_model::argmax;
+use runahead_model::{argmax, top_k_of, Batch, LanguageModel, Logits, ModelError, TopLogits};
 
 /// Invalid sampling parameters.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -17,6 +17,8 @@ pub enum SamplingError {
     TopP(f32),
     #[error("logits contain no finite value")]
     NoFiniteLogit,
+    #[error("sampling needs logits, but only each row's argmax was read back")]
+    NeedsLogits,
 }
 
 /// How to pick each token.
@@ -80,31 +82,61 @@ impl Distribution {
             return Err(SamplingError::NoFiniteLogit);
         }
         if params.is_greedy() {
-            let best = argmax(logits);
-            let mut probs = vec![0f32; vocab];
-            probs[best as usize] = 1.0;
-            return Ok(Distribution {
-                probs,
-                support: vec![best],
-            });
+            return Ok(Self::one_hot(vocab, argmax(logits)));
         }
-        let inv_t = 1.0 / params.temperature;
-        let by_logit = |a: &u32, b: &u32| {
-            let (la, lb) = (logits[*a as usize], logits[*b as usize]);
-            lb.total_cmp(&la).then(a.cmp(b))
+        let k = if params.top_k > 0 {
+            params.top_k
+        } else {
+            vocab
         };
-        let mut order: Vec<u32> = (0..vocab as u32)
-            .filter(|&i| logits[i as usize] > f32::NEG_INFINITY && !logits[i as usize].is_nan())
-            .collect();
-        if params.top_k > 0 && params.top_k < order.len() {
-            order.select_nth_unstable_by(params.top_k - 1, by_logit);
-            order.truncate(params.top_k);
+        Self::ranked(vocab, &top_k_of(logits, k), params)
+    }
+
+    /// The same distribution as [`Distribution::new`] from only the largest logits of the row
+    /// (`top`, as [`top_k_of`] lists them, at least `params.top_k` of them or all the row has):
+    /// with top-k sampling they are all it depends on.
+    pub fn from_top(
+        vocab: usize,
+        top: &[(u32, f32)],
+        params: &SamplingParams,
+    ) -> Result<Self, SamplingError> {
+        if !top.iter().any(|(_, v)| v.is_finite()) {
+            return Err(SamplingError::NoFiniteLogit);
         }
-        order.sort_unstable_by(by_logit);
-        let max = logits[order[0] as usize];
+        if params.is_greedy() {
+            return Ok(Self::one_hot(vocab, top[0].0));
+        }
+        let k = if params.top_k > 0 {
+            params.top_k
+        } else {
+            vocab
+        };
+        Self::ranked(vocab, &top[..k.min(top.len())], params)
+    }
+
+    fn one_hot(vocab: usize, token: u32) -> Self {
+        let mut probs = vec![0f32; vocab];
+        probs[token as usize] = 1.0;
+        Distribution {
+            probs,
+            support: vec![token],
+        }
+    }
+
+    /// Temperature, softmax and top-p over `order`, the kept (token, logit) pairs, most likely
+    /// first.
+    fn ranked(
+        vocab: usize,
+        order: &[(u32, f32)],
+        params: &SamplingParams,
+    ) -> Result<Self, SamplingError> {
+        let Some(&(_, max)) = order.first() else {
+            return Err(SamplingError::NoFiniteLogit);
+        };
+        let inv_t = 1.0 / params.temperature;
         let weights: Vec<f64> = order
             .iter()
-            .map(|&i| (((logits[i as usize] - max) * inv_t) as f64).exp())
+            .map(|&(_, l)| (((l - max) * inv_t) as f64).exp())
             .collect();
         let total: f64 = weights.iter().sum();
         let mut keep = order.len();
@@ -120,13 +152,12 @@ impl Distribution {
         }
         let kept_total: f64 = weights[..keep].iter().sum();
         let mut probs = vec![0f32; vocab];
-        for (&i, &w) in order[..keep].iter().zip(&weights) {
+        for (&(i, _), &w) in order[..keep].iter().zip(&weights) {
             probs[i as usize] = (w / kept_total) as f32;
         }
-        order.truncate(keep);
         Ok(Distribution {
             probs,
-            support: order,
+            support: order[..keep].iter().map(|&(i, _)| i).collect(),
         })
     }
 
@@ -219,6 +250,21 @@ impl Sampler {
         Distribution::new(logits, &self.params)
     }
 
+    /// Picks the next token from row `r` of `scores`. Greedy parameters consume no
+    /// randomness.
+    pub fn pick(&mut self, scores: &Scores, r: usize) -> Result<u32, SamplingError> {
+        match scores {
+            Scores::Logits(logits) => self.sample(logits.row(r)),
+            Scores::Argmax(ids) if self.params.is_greedy() => Ok(ids[r]),
+            _ if self.params.is_greedy() => Ok(scores.distribution(r, &self.params)?.support[0]),
+            _ => {
+                let dist = scores.distribution(r, &self.params)?;
+                let u = self.uniform();
+                Ok(dist.pick(u))
+            }
+        }
+    }
+
     /// Picks the next token from `logits`. Greedy parameters consume no randomness.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32, SamplingError> {
         if self.params.is_greedy() {
@@ -230,6 +276,73 @@ impl Sampler {
         let dist = self.distribution(logits)?;
         let u = self.uniform();
         Ok(dist.pick(u))
+    }
+}
+
+/// A forward's rows as sampling with given parameters needs them, so that an engine that
+/// selects on the device reads back a few bytes per row instead of the vocabulary: each row's
+/// argmax when greedy, its `top_k` largest logits with top-k sampling, else whole rows.
+#[derive(Clone, Debug)]
+pub enum Scores {
+    Argmax(Vec<u32>),
+    Top(TopLogits),
+    Logits(Logits),
+}
+
+impl Scores {
+    /// Runs `batch` on `model`, reading back what `params` need.
+    pub async fn forward<M: LanguageModel>(
+        model: &mut M,
+        batch: &Batch,
+        params: &SamplingParams,
+    ) -> Result<Self, ModelError> {
+        Ok(if params.is_greedy() {
+            Scores::Argmax(model.forward_argmax(batch).await?)
+        } else if params.top_k > 0 {
+            Scores::Top(model.forward_top_k(batch, params.top_k).await?)
+        } else {
+            Scores::Logits(model.forward(batch).await?)
+        })
+    }
+
+    pub fn n_rows(&self) -> usize {
+        match self {
+            Scores::Argmax(ids) => ids.len(),
+            Scores::Top(t) => t.rows.len(),
+            Scores::Logits(l) => l.n_rows(),
+        }
+    }
+
+    /// Row `r`'s distribution under `params` (one-hot on the argmax when greedy). `Argmax`
+    /// scores only serve greedy parameters.
+    pub fn distribution(
+        &self,
+        r: usize,
+        params: &SamplingParams,
+    ) -> Result<Distribution, SamplingError> {
+        match self {
+            Scores::Logits(l) => Distribution::new(l.row(r), params),
+            Scores::Top(t) => Distribution::from_top(t.vocab, &t.rows[r], params),
+            Scores::Argmax(_) => Err(SamplingError::NeedsLogits),
+        }
+    }
+
+    /// Row `r`'s most likely token and its softmax probability at temperature 1, when the
+    /// scores tell it (not from `Argmax`).
+    pub fn best(&self, r: usize) -> Option<(u32, f32)> {
+        match self {
+            Scores::Top(t) => {
+                let &(token, logit) = t.rows[r].first()?;
+                Some((token, (logit - t.log_norm[r]).exp()))
+            }
+            Scores::Logits(l) => {
+                let row = l.row(r);
+                let token = argmax(row);
+                let p = (row[token as usize] - runahead_model::log_sum_exp(row)).exp();
+                Some((token, p))
+            }
+            Scores::Argmax(_) => None,
+        }
     }
 }
 
@@ -297,6 +410,28 @@ mod tests {
         // A high temperature flattens.
         let d = Distribution::new(&logits, &params(100.0, 0, 1.0)).unwrap();
         assert!(d.probs.iter().all(|&p| (p - 0.25).abs() < 0.01));
+    }
+
+    #[test]
+    fn the_top_logits_give_the_same_distribution_as_the_whole_row() {
+        let mut logits: Vec<f32> = (0..300).map(|i| ((i * 37) % 101) as f32 / 17.0).collect();
+        logits[5] = f32::NAN;
+        logits[6] = f32::NEG_INFINITY;
+        for (k, p) in [(1, 1.0), (3, 1.0), (20, 0.9), (64, 0.5), (300, 1.0)] {
+            let params = params(0.8, k, p);
+            let whole = Distribution::new(&logits, &params).unwrap();
+            // The engine may list more than top_k entries: only the first top_k count.
+            let top = top_k_of(&logits, k + 5);
+            assert_eq!(
+                Distribution::from_top(logits.len(), &top, &params).unwrap(),
+                whole,
+                "top-{k}, top-p {p}"
+            );
+        }
+        assert_eq!(
+            Distribution::from_top(4, &[], &params(1.0, 2, 1.0)),
+            Err(SamplingError::NoFiniteLogit)
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use runahead_model::{Batch, LanguageModel};
 
 use crate::draft::Draft;
 use crate::generate::GenerateError;
-use crate::sampling::{Distribution, Sampler, SamplingError};
+use crate::sampling::{Distribution, Sampler, SamplingError, Scores};
 
 /// The outcome of verifying one draft.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,9 +60,9 @@ pub async fn verify<M: LanguageModel>(
         let ids = model.forward_argmax(&batch).await?;
         return Ok(walk_greedy(draft, &ids));
     }
-    let logits = model.forward(&batch).await?;
+    let scores = Scores::forward(model, &batch, &sampler.params).await?;
     let params = sampler.params.clone();
-    let mut row = |r: usize| Distribution::new(logits.row(r), &params);
+    let mut row = |r: usize| scores.distribution(r, &params);
     walk_sampling(draft, &mut row, &mut || sampler.uniform(), rejection)
         .map_err(GenerateError::from)
 }

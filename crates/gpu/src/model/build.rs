@@ -9,7 +9,9 @@ use wgpu::BufferUsages as U;
 use runahead_gguf::GgufFile;
 use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
-use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
+use super::{
+    Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS, TOP_K_ROW_WORDS,
+};
 use crate::kernels::{self, params, Op, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
 
@@ -269,8 +271,14 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         visible: b.storage("visible", r * (1 + r) * 4)?,
         logits: b.storage("logits", r * vocab * 4)?,
         argmax: b.storage("argmax", r * 4)?,
+        top_k: b.storage("top_k", r * TOP_K_ROW_WORDS * 4)?,
         logits_read: b.buffer("logits_read", r * vocab * 4, U::MAP_READ | U::COPY_DST)?,
         argmax_read: b.buffer("argmax_read", r * 4, U::MAP_READ | U::COPY_DST)?,
+        top_k_read: b.buffer(
+            "top_k_read",
+            r * TOP_K_ROW_WORDS * 4,
+            U::MAP_READ | U::COPY_DST,
+        )?,
     };
     let kv = KvBuffers {
         k: (0..c.n_layers)
@@ -406,6 +414,13 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         &[vocab as u32],
         Grid::PerToken,
     );
+    let top_k_dispatch = b.make(
+        Op::TopK,
+        None,
+        &[&io.logits, &io.top_k],
+        &[vocab as u32],
+        Grid::PerToken,
+    );
     ctx.check()?;
 
     Ok(GpuModel {
@@ -415,6 +430,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         cache_len: 0,
         dispatches: b.dispatches,
         argmax_dispatch,
+        top_k_dispatch,
         io,
         kv,
         stats: Cell::new(Default::default()),

@@ -27,7 +27,7 @@ impl GpuModel {
                 "a block holds at most {MAX_ROWS} tokens"
             )));
         }
-        self.write_step(batch);
+        self.write_step(batch, 0);
         let m = batch.len();
         let wait = |ctx: &crate::GpuContext| {
             ctx.device
