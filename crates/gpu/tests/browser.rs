@@ -8,7 +8,7 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::kernels::KernelShape;
 use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
 use runahead_model::testing::TinyModel;
-use runahead_model::{Batch, CpuModel, LanguageModel};
+use runahead_model::{Batch, CpuModel, LanguageModel, TopLogits};
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -78,6 +78,15 @@ async fn tiny_models_match(ctx: &GpuContext) {
             ids,
             vec![one.argmax(0), two.argmax(0)],
             "{:?} {shape:?}",
+            spec.arch
+        );
+        // Top-k on the device lists what selecting from the same logits lists.
+        gpu.truncate(0);
+        let top = gpu.forward_top_k(&batch, 8).await.unwrap();
+        assert_eq!(
+            top.rows,
+            TopLogits::of(&got, 8).rows,
+            "{:?} {shape:?}: top-8",
             spec.arch
         );
     }
