@@ -15,29 +15,7 @@
 // expression in every token slot of every TILE variant, so a token's result is bit-identical
 // whatever the block size M or its place in the block.
 
-struct Params {
-    k: u32,          // row length (elements), a multiple of 32
-    n: u32,          // rows in this weight piece
-    row_bytes: u32,  // bytes per weight row
-    col0: u32,       // first output column this piece writes
-    y_stride: u32,   // output row length
-    accumulate: u32, // 1: add to y (residual connection), 0: overwrite
-    _pad0: u32,
-    _pad1: u32,
-}
-
-struct Step {
-    m: u32,    // tokens in this forward
-    base: u32, // KV cache length before this forward
-    _pad0: u32,
-    _pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> weights: array<u32>;      // [n, row_bytes] raw blocks
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;      // [m, k / 4]
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;      // [m, y_stride]
-@group(0) @binding(3) var<uniform> p: Params;
-@group(0) @binding(4) var<uniform> step: Step;
+// Prepended with matmul_io.wgsl (parameters, bindings).
 
 // Tokens per invocation: 1, 4 or 8.
 override TILE: u32 = 8u;

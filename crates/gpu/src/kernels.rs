@@ -42,30 +42,42 @@ pub fn format_source(ty: GgmlType) -> Option<&'static str> {
 }
 
 /// The full WGSL source of `op` in `shape`, specialized to `format` for the weight-reading
-/// kernels.
+/// kernels: the format's decoder, the parameters and bindings two shapes of an op share, then
+/// the kernel.
 pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
-    let body = match op {
-        Op::Matmul => match shape.matmul {
-            MatmulShape::Rows { .. } => include_str!("../../../shaders/matmul.wgsl"),
-            MatmulShape::SplitK => include_str!("../../../shaders/matmul_split_k.wgsl"),
-        },
-        Op::Embed => include_str!("../../../shaders/embed.wgsl"),
-        Op::RmsNorm => include_str!("../../../shaders/rms_norm.wgsl"),
-        Op::Rope => include_str!("../../../shaders/rope.wgsl"),
-        Op::KvStore => include_str!("../../../shaders/kv_store.wgsl"),
-        Op::Attention => match shape.attention {
-            AttentionShape::PerHead => include_str!("../../../shaders/attention.wgsl"),
-            AttentionShape::SplitKv => include_str!("../../../shaders/attention_split_kv.wgsl"),
-        },
-        Op::SiluMul => include_str!("../../../shaders/silu_mul.wgsl"),
-        Op::AddBias => include_str!("../../../shaders/add_bias.wgsl"),
-        Op::Argmax => include_str!("../../../shaders/argmax.wgsl"),
-        Op::TopK => include_str!("../../../shaders/top_k.wgsl"),
+    const MATMUL_IO: &str = include_str!("../../../shaders/matmul_io.wgsl");
+    const ATTENTION_IO: &str = include_str!("../../../shaders/attention_io.wgsl");
+    let (io, body) = match op {
+        Op::Matmul => (
+            MATMUL_IO,
+            match shape.matmul {
+                MatmulShape::Rows { .. } => include_str!("../../../shaders/matmul.wgsl"),
+                MatmulShape::SplitK => include_str!("../../../shaders/matmul_split_k.wgsl"),
+            },
+        ),
+        Op::Embed => ("", include_str!("../../../shaders/embed.wgsl")),
+        Op::RmsNorm => ("", include_str!("../../../shaders/rms_norm.wgsl")),
+        Op::Rope => ("", include_str!("../../../shaders/rope.wgsl")),
+        Op::KvStore => ("", include_str!("../../../shaders/kv_store.wgsl")),
+        Op::Attention => (
+            ATTENTION_IO,
+            match shape.attention {
+                AttentionShape::PerHead => include_str!("../../../shaders/attention.wgsl"),
+                AttentionShape::SplitKv => {
+                    include_str!("../../../shaders/attention_split_kv.wgsl")
+                }
+            },
+        ),
+        Op::SiluMul => ("", include_str!("../../../shaders/silu_mul.wgsl")),
+        Op::AddBias => ("", include_str!("../../../shaders/add_bias.wgsl")),
+        Op::Argmax => ("", include_str!("../../../shaders/argmax.wgsl")),
+        Op::TopK => ("", include_str!("../../../shaders/top_k.wgsl")),
     };
-    match format.and_then(format_source) {
-        Some(f) => format!("{COMMON}\n{f}\n{body}"),
-        None => body.to_owned(),
-    }
+    let decoder = match format.and_then(format_source) {
+        Some(f) => format!("{COMMON}\n{f}\n"),
+        None => String::new(),
+    };
+    format!("{decoder}{io}\n{body}")
 }
 
 /// Tokens per invocation the matmul kernel is compiled for (its `TILE` constant).
