@@ -1,5 +1,6 @@
 // Index of the largest logit of each row (lowest index on ties, NaN never wins), so a greedy
-// step reads back 4 bytes per token instead of the vocabulary.
+// step reads back 4 bytes per token instead of the vocabulary. A row whose logits are all NaN
+// or -inf gets 0xffffffff (no token to pick; the engine reports it as an error).
 
 struct Params {
     n: u32, // vocabulary size
@@ -54,6 +55,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
     if (lid == 0u) {
-        out[t] = select(best_i[0], 0u, best_i[0] == 0xffffffffu);
+        out[t] = best_i[0];
     }
 }

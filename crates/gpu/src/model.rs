@@ -297,7 +297,12 @@ impl LanguageModel for GpuModel {
     }
 
     async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
-        self.run_chunked(batch, Want::Argmax).await
+        let ids: Vec<u32> = self.run_chunked(batch, Want::Argmax).await?;
+        // argmax.wgsl marks a row with nothing to pick (all NaN or -inf).
+        match ids.iter().position(|&id| id == u32::MAX) {
+            Some(row) => Err(ModelError::NoUsableLogit { row }),
+            None => Ok(ids),
+        }
     }
 
     async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {

@@ -185,3 +185,29 @@ fn a_lost_device_is_a_typed_error() {
         );
     }
 }
+
+/// A model whose logits are all NaN (corrupt weights): the device argmax reports it as an
+/// error instead of token 0, and the device top-k lists nothing, as the CPU selection does.
+#[test]
+fn nan_logits_are_an_error_not_token_zero() {
+    let spec = TinyModel {
+        n_layers: 1,
+        ..TinyModel::llama()
+    };
+    let file = GgufFile::from_bytes(spec.to_gguf_with_nan("output_norm.weight")).unwrap();
+    for (shape, ctx) in shape_ctxs() {
+        let mut m = GpuModel::load(&ctx, &file, None).unwrap();
+        let err = block_on(m.forward_argmax(&Batch::causal(&PROMPT, 0))).unwrap_err();
+        assert!(
+            matches!(err, ModelError::NoUsableLogit { row: 0 }),
+            "{shape}: {err}"
+        );
+        m.truncate(0);
+        let top = block_on(m.forward_top_k(&Batch::causal(&PROMPT, 0), 8)).unwrap();
+        assert!(
+            top.rows.iter().all(|r| r.is_empty()),
+            "{shape}: {:?}",
+            top.rows
+        );
+    }
+}

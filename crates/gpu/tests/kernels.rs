@@ -656,24 +656,32 @@ fn top_k_matches_the_cpu_selection_exactly() {
 fn argmax_lowest_index_on_ties_and_nan() {
     let n = 1001usize;
     let mut rng = TestRng::new(18);
-    let mut logits = rng.floats(3 * n, 1.0);
+    let mut logits = rng.floats(4 * n, 1.0);
     logits[500] = 5.0; // row 0: single max
     logits[n + 10] = 7.0; // row 1: tie, lowest index wins
     logits[n + 900] = 7.0;
     logits[2 * n + 3] = f32::NAN; // row 2: NaN never wins
     logits[2 * n + 4] = 9.0;
+    // Row 3: nothing to pick (NaN and -inf only) is marked, not read as token 0.
+    for (i, v) in logits[3 * n..].iter_mut().enumerate() {
+        *v = if i % 2 == 0 {
+            f32::NAN
+        } else {
+            f32::NEG_INFINITY
+        };
+    }
     let got = u32s(
         &block_on(run_kernel(
             &ctx(),
             Op::Argmax,
             None,
-            &[Input::F32(logits), Input::U32(vec![u32::MAX; 3])],
+            &[Input::F32(logits), Input::U32(vec![0; 4])],
             &[n as u32],
-            (3, 0),
-            (3, 1, 1),
+            (4, 0),
+            (4, 1, 1),
             1,
         ))
         .unwrap(),
     );
-    assert_eq!(got, vec![500, 10, 4]);
+    assert_eq!(got, vec![500, 10, 4, u32::MAX]);
 }

@@ -29,6 +29,10 @@ pub enum ModelError {
     IncompatibleDraft(String),
     #[error("invalid batch: {0}")]
     InvalidBatch(String),
+    /// Every logit of a row is NaN or -inf, so there is no token to pick: the weights (or an
+    /// engine) produced garbage, which greedy decoding must not turn into token 0.
+    #[error("row {row} of the model's output has no usable logit (all NaN or -inf): the model's weights are likely corrupt")]
+    NoUsableLogit { row: usize },
     /// An engine-specific failure (GPU device lost, out of memory, ...); downcast to the
     /// engine's error type for details.
     #[error(transparent)]

@@ -235,10 +235,20 @@ pub trait LanguageModel {
     async fn forward(&mut self, batch: &Batch) -> Result<Logits>;
 
     /// Like [`LanguageModel::forward`] but returns only each row's argmax; engines that can
-    /// reduce on the device override this to avoid reading back whole vocabularies.
+    /// reduce on the device override this to avoid reading back whole vocabularies. A row
+    /// whose logits are all NaN or -inf is [`ModelError::NoUsableLogit`].
     async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         let logits = self.forward(batch).await?;
-        Ok((0..logits.n_rows()).map(|i| logits.argmax(i)).collect())
+        (0..logits.n_rows())
+            .map(|row| {
+                // NaN compares false: only a value above -inf can be picked.
+                if logits.row(row).iter().any(|&v| v > f32::NEG_INFINITY) {
+                    Ok(logits.argmax(row))
+                } else {
+                    Err(ModelError::NoUsableLogit { row })
+                }
+            })
+            .collect()
     }
 
     /// Like [`LanguageModel::forward`] but returns only each row's `k` largest logits and its

@@ -122,6 +122,20 @@ impl TinyModel {
         }
     }
 
+    /// [`TinyModel::to_gguf`] with every value of the f32 tensor `name` set to NaN: a corrupt
+    /// file whose every logit comes out NaN when `name` is on every path (`output_norm.weight`).
+    pub fn to_gguf_with_nan(&self, name: &str) -> Vec<u8> {
+        let mut bytes = self.to_gguf();
+        let header = runahead_gguf::Gguf::parse(&bytes).expect("a generated model parses");
+        let info = header.tensor(name).expect("the tensor exists");
+        assert_eq!(info.ty, GgmlType::F32, "{name} is not f32");
+        let start = (header.data_offset + info.offset) as usize;
+        for v in bytes[start..start + info.size as usize].chunks_exact_mut(4) {
+            v.copy_from_slice(&f32::NAN.to_le_bytes());
+        }
+        bytes
+    }
+
     /// The GGUF bytes. Matrices rotate through the supported block formats so every format
     /// is exercised by every forward.
     pub fn to_gguf(&self) -> Vec<u8> {

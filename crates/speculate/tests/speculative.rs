@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::{CpuModel, LanguageModel, ModelError, Tokenizer};
+use runahead_model::{Batch, CpuModel, LanguageModel, ModelError, Tokenizer};
 use runahead_speculate::{
     calibrate, generate, generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest,
-    Drafter, GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter, Provenance,
-    SamplingParams, SuffixDrafter,
+    Drafter, GenerateError, GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter,
+    Provenance, SamplingError, SamplingParams, SuffixDrafter,
 };
 
 fn opts(max_tokens: usize, depth: Depth) -> GenerateOptions {
@@ -146,6 +146,53 @@ fn every_drafter_equals_plain_greedy_on_generated_models() {
         eprintln!("{:?}: accepted {accepted} of {drafted} drafted", spec.arch);
         assert!(accepted > 0);
     }
+}
+
+/// A model whose logits are all NaN (corrupt weights) is a typed error in every decoding mode,
+/// never token 0 read back as the argmax.
+#[test]
+fn a_model_with_nan_logits_is_an_error_not_tokens() {
+    let file =
+        GgufFile::from_bytes(TinyModel::llama().to_gguf_with_nan("output_norm.weight")).unwrap();
+    let mut m = CpuModel::load(&file, None).unwrap();
+    let prompt = [5, 6, 7];
+    let sampled = GenerateOptions {
+        sampling: SamplingParams {
+            temperature: 0.8,
+            top_k: 20,
+            ..SamplingParams::greedy()
+        },
+        ..opts(4, Depth::Fixed(3))
+    };
+    let mut suffix = SuffixDrafter::default();
+    for (o, drafter) in [
+        (opts(4, Depth::Fixed(0)), None),
+        (
+            opts(4, Depth::Fixed(3)),
+            Some(&mut suffix as &mut dyn Drafter),
+        ),
+        (sampled, None),
+    ] {
+        let got = block_on(generate_with(
+            &mut m,
+            drafter,
+            &prompt,
+            &o,
+            |_| false,
+            |_, _| ControlFlow::Continue(()),
+        ));
+        let err = got.expect_err("NaN logits must not decode");
+        assert!(
+            matches!(
+                err,
+                GenerateError::Model(ModelError::NoUsableLogit { .. })
+                    | GenerateError::Sampling(SamplingError::NoFiniteLogit)
+            ),
+            "{err}"
+        );
+    }
+    let err = block_on(m.forward_argmax(&Batch::causal(&[1, 2], 0))).unwrap_err();
+    assert!(matches!(err, ModelError::NoUsableLogit { row: 0 }), "{err}");
 }
 
 #[test]

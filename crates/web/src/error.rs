@@ -111,7 +111,8 @@ impl From<ModelError> for WebError {
             | ModelError::UnsupportedTensorType { .. }
             | ModelError::TensorShape { .. }
             | ModelError::Config(_)
-            | ModelError::IncompatibleDraft(_) => Code::UnsupportedModel,
+            | ModelError::IncompatibleDraft(_)
+            | ModelError::NoUsableLogit { .. } => Code::UnsupportedModel,
             ModelError::Tokenizer(_) => Code::Tokenizer,
             ModelError::ChatTemplate(_) => Code::ChatTemplate,
             ModelError::ContextFull { .. } => Code::PromptTooLong,
