@@ -10,61 +10,29 @@
 // walks them in that order, so a token's result is the same whether it arrives alone, in a
 // causal block, or on a tree branch: batch-invariant.
 
-// Prepended with attention_io.wgsl (parameters, bindings, HD, slot_of).
+// Prepended with attention_io.wgsl (parameters, bindings, HD, slots, passes 1 and 2).
 
 // Few invocations (m * n_heads), each with a long sequential loop: small workgroups spread them
 // over all CPU threads.
 @compute @workgroup_size(4)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let head = gid.x % p.n_heads;
-    let t = gid.x / p.n_heads;
-    if (t >= step.m) {
+    if (gid.x >= step.m * p.n_heads) {
         return;
     }
-    let hd4 = HD / 4u;
-    let kv4 = p.n_kv_heads * hd4;
-    let kvh = head / (p.n_heads / p.n_kv_heads);
-    let n_slots = step.base + visible[t * (1u + p.max_rows)];
-    let qb = (t * p.n_heads + head) * hd4;
-    let sb = (t * p.n_heads + head) * p.capacity;
-
-    var qv: array<vec4<f32>, 32>;
-    for (var d = 0u; d < hd4; d++) {
-        qv[d] = q[qb + d];
-    }
-
-    // Scores and their maximum.
-    var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
-    for (var k = 0u; k < n_slots; k++) {
-        let kb = slot_of(t, k) * kv4 + kvh * hd4;
-        var s = 0.0;
-        for (var d = 0u; d < hd4; d++) {
-            s += dot(qv[d], k_cache[kb + d]);
-        }
-        s *= p.scale;
-        scores[sb + k] = s;
-        mx = max(mx, s);
-    }
-
-    // Exponentials and their sum.
-    var sum = 0.0;
-    for (var k = 0u; k < n_slots; k++) {
-        let e = exp(scores[sb + k] - mx);
-        scores[sb + k] = e;
-        sum += e;
-    }
-    let inv = 1.0 / sum;
+    let pr = pair_of(gid.x);
+    let mx = score_slots(pr, 0u, 1u);
+    let inv = 1.0 / exp_slots(pr, mx, 0u, 1u);
 
     // Weighted sum of values.
     var acc: array<vec4<f32>, 32>;
-    for (var k = 0u; k < n_slots; k++) {
-        let w = scores[sb + k] * inv;
-        let vb = slot_of(t, k) * kv4 + kvh * hd4;
-        for (var d = 0u; d < hd4; d++) {
+    for (var k = 0u; k < pr.n_slots; k++) {
+        let w = scores[pr.sb + k] * inv;
+        let vb = kv_at(pr, k);
+        for (var d = 0u; d < HD / 4u; d++) {
             acc[d] += w * v_cache[vb + d];
         }
     }
-    for (var d = 0u; d < hd4; d++) {
-        out[qb + d] = acc[d];
+    for (var d = 0u; d < HD / 4u; d++) {
+        out[pr.qb + d] = acc[d];
     }
 }

@@ -1,5 +1,6 @@
 // What both attention kernels (attention.wgsl, attention_split_kv.wgsl) share: parameters,
-// bindings, the head dimension and the slot a visible entry lives in. Prepended to each.
+// bindings, the head dimension, the slot a visible entry lives in, and the first two passes over
+// a (token, head) pair's slots, which the kernels only stride differently. Prepended to each.
 
 struct Params {
     n_heads: u32,
@@ -36,4 +37,63 @@ fn slot_of(t: u32, k: u32) -> u32 {
         return k;
     }
     return step.base + visible[t * (1u + p.max_rows) + 1u + (k - step.base)];
+}
+
+// One (token, head) pair: work item i is token i / n_heads and query head i % n_heads.
+struct Pair {
+    t: u32,
+    kv_off: u32,  // vec4 offset of its KV head in a cache row
+    n_slots: u32, // slots it sees: the cache before this forward, then its visible block entries
+    qb: u32,      // vec4 offset of its query row (and of its output row)
+    sb: u32,      // offset of its scores in the scratch
+}
+
+fn pair_of(i: u32) -> Pair {
+    let head = i % p.n_heads;
+    let t = i / p.n_heads;
+    let kvh = head / (p.n_heads / p.n_kv_heads);
+    return Pair(
+        t,
+        kvh * (HD / 4u),
+        step.base + visible[t * (1u + p.max_rows)],
+        (t * p.n_heads + head) * (HD / 4u),
+        (t * p.n_heads + head) * p.capacity,
+    );
+}
+
+// vec4 index of the pair's KV head in the cache row of its k-th visible slot.
+fn kv_at(pr: Pair, k: u32) -> u32 {
+    return slot_of(pr.t, k) * (p.n_kv_heads * (HD / 4u)) + pr.kv_off;
+}
+
+// Pass 1 over slots first, first + stride, ...: scaled scores into the scratch; their maximum.
+// The query stays in registers (HD is a constant, so its loops unroll).
+fn score_slots(pr: Pair, first: u32, stride: u32) -> f32 {
+    var qv: array<vec4<f32>, 32>;
+    for (var d = 0u; d < HD / 4u; d++) {
+        qv[d] = q[pr.qb + d];
+    }
+    var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
+    for (var k = first; k < pr.n_slots; k += stride) {
+        let kb = kv_at(pr, k);
+        var s = 0.0;
+        for (var d = 0u; d < HD / 4u; d++) {
+            s += dot(qv[d], k_cache[kb + d]);
+        }
+        s *= p.scale;
+        scores[pr.sb + k] = s;
+        mx = max(mx, s);
+    }
+    return mx;
+}
+
+// Pass 2 over the same slots: exp(score - mx) in place; their sum.
+fn exp_slots(pr: Pair, mx: f32, first: u32, stride: u32) -> f32 {
+    var sum = 0.0;
+    for (var k = first; k < pr.n_slots; k += stride) {
+        let e = exp(scores[pr.sb + k] - mx);
+        scores[pr.sb + k] = e;
+        sum += e;
+    }
+    return sum;
 }

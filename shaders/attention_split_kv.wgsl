@@ -13,7 +13,7 @@
 // Nothing depends on the other tokens of the block: a token's result is the same whether it
 // arrives alone, in a causal block, or on a tree branch (batch-invariant).
 
-// Prepended with attention_io.wgsl (parameters, bindings, HD, slot_of).
+// Prepended with attention_io.wgsl (parameters, bindings, HD, slots, passes 1 and 2).
 
 const WG: u32 = 64u;
 
@@ -38,56 +38,27 @@ fn reduce(lid: u32, take_max: bool) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     // Exactly m * n_heads workgroups: every one has a token.
-    let head = wid.x % p.n_heads;
-    let t = wid.x / p.n_heads;
-    let hd4 = HD / 4u;
-    let kv4 = p.n_kv_heads * hd4;
-    let kvh = head / (p.n_heads / p.n_kv_heads);
-    let n_slots = step.base + visible[t * (1u + p.max_rows)];
-    let qb = (t * p.n_heads + head) * hd4;
-    let sb = (t * p.n_heads + head) * p.capacity;
-
-    var qv: array<vec4<f32>, 32>;
-    for (var d = 0u; d < hd4; d++) {
-        qv[d] = q[qb + d];
-    }
+    let pr = pair_of(wid.x);
 
     // 1. Scores and their maximum.
-    var mx = bitcast<f32>(0xff7fffffu); // -f32::MAX (a decimal literal can round out of range)
-    for (var k = lid; k < n_slots; k += WG) {
-        let kb = slot_of(t, k) * kv4 + kvh * hd4;
-        var s = 0.0;
-        for (var d = 0u; d < hd4; d++) {
-            s += dot(qv[d], k_cache[kb + d]);
-        }
-        s *= p.scale;
-        scores[sb + k] = s;
-        mx = max(mx, s);
-    }
-    red[lid] = mx;
-    mx = reduce(lid, true);
+    red[lid] = score_slots(pr, lid, WG);
+    let mx = reduce(lid, true);
 
     // 2. Exponentials and their sum.
-    var sum = 0.0;
-    for (var k = lid; k < n_slots; k += WG) {
-        let e = exp(scores[sb + k] - mx);
-        scores[sb + k] = e;
-        sum += e;
-    }
-    red[lid] = sum;
+    red[lid] = exp_slots(pr, mx, lid, WG);
     let inv = 1.0 / reduce(lid, false);
     // Pass 3 reads exponentials other invocations wrote.
     storageBarrier();
 
     // 3. Weighted sum of values.
+    let hd4 = HD / 4u;
     let groups = WG / hd4;
     let g = lid / hd4;
     let d = lid % hd4;
     var acc = vec4<f32>(0.0);
     if (g < groups) {
-        for (var k = g; k < n_slots; k += groups) {
-            let vb = slot_of(t, k) * kv4 + kvh * hd4;
-            acc += (scores[sb + k] * inv) * v_cache[vb + d];
+        for (var k = g; k < pr.n_slots; k += groups) {
+            acc += (scores[pr.sb + k] * inv) * v_cache[kv_at(pr, k) + d];
         }
     }
     red4[lid] = acc;
@@ -97,6 +68,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var i = 1u; i < groups; i++) {
             o += red4[i * hd4 + d];
         }
-        out[qb + d] = o;
+        out[pr.qb + d] = o;
     }
 }
