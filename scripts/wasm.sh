@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds / lints the browser crates for wasm32-unknown-unknown with Debian's rustc-web toolchain
-# (see shared/toolchain.md: rustup here has no wasm32 std, so std is built from rust-web-src with
+# (see docs/toolchain.md: rustup here has no wasm32 std, so std is built from rust-web-src with
 # -Zbuild-std). Installed by scripts/setup.sh: rustc-web cargo-web rust-web-src rust-web-clippy
 # lld-22 (the wasm linker).
 #
 #   scripts/wasm.sh clippy [cargo args...]   # cargo clippy ... -- -D warnings
 #   scripts/wasm.sh build  [cargo args...]   # cargo build --release
 #   scripts/wasm.sh check  [cargo args...]   # cargo check (quick)
-#   scripts/wasm.sh test                     # browser tests: wasm-bindgen-test in headless Chromium
+#   scripts/wasm.sh test [--no-run]          # browser tests: wasm-bindgen-test in headless Chromium
 #   scripts/wasm.sh pkg                      # the npm package's wasm: release build of runahead-web,
 #                                            # then wasm-bindgen --target web into pkg/wasm/
 #
@@ -43,6 +43,14 @@ export RUSTC=$DEB_BIN/rustc
 export CARGO=$DEB_BIN/cargo
 export RUSTC_BOOTSTRAP=1
 unset RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER RUSTDOC
+# WASM_LINT=1 (scripts/test.sh sets it): compile the workspace's crates with Debian's
+# clippy-driver (this compiler plus clippy's lints, -D warnings), so the browser tests' build is
+# also the wasm32 lint pass. `test` and `pkg` both see it and reuse each other's artifacts.
+if [ "${WASM_LINT:-0}" = 1 ]; then
+  need clippy-driver rust-web-clippy
+  export RUSTC_WORKSPACE_WRAPPER=$DEB_BIN/clippy-driver
+  export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+fi
 # cargo looks subcommands and tools up on PATH: put Debian's bin first for anything it spawns.
 export PATH=$DEB_BIN:$PATH
 
