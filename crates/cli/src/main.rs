@@ -1,4 +1,4 @@
-//! `runahead`: the native command-line front end of the engine (see design.md for the
+//! `runahead`: the native command-line front end of the engine (see docs/design.md for the
 //! contract: info, tokenize, generate).
 
 mod bench;

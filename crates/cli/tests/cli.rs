@@ -1,4 +1,4 @@
-//! The `runahead` command as a user runs it: the design.md contract, and clear errors.
+//! The `runahead` command as a user runs it: the docs/design.md contract, and clear errors.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -1,4 +1,4 @@
-//! The one interface between an engine and the decoding algorithms (see design.md): a
+//! The one interface between an engine and the decoding algorithms (see docs/design.md): a
 //! forward pass over a block of new tokens, and KV-cache truncation/compaction.
 
 use crate::{ModelConfig, ModelError, Result};
