@@ -16,6 +16,10 @@ pub struct GpuOptions {
     pub max_binding_size: Option<u64>,
     /// Overrides the kernel shapes chosen from the adapter (tests run every shape).
     pub shape: Option<KernelShape>,
+    /// Most bytes of device memory one model may take (weights, KV cache, activations). A load
+    /// that needs more fails with [`GpuError::OverMemoryBudget`] before it creates a buffer.
+    /// `None`: only the adapter's buffer limits apply (WebGPU does not report a device's memory).
+    pub memory_budget: Option<u64>,
 }
 
 /// A device, its queue, and what the engine learned about them.
@@ -28,6 +32,8 @@ pub struct GpuContext {
     pub max_binding_size: u64,
     /// How the kernels split their work on this device.
     pub shape: KernelShape,
+    /// [`GpuOptions::memory_budget`].
+    pub memory_budget: Option<u64>,
     /// Set once the device is lost or reports an error nobody captured; every later call
     /// fails with it instead of computing garbage.
     pub(crate) fault: Arc<Mutex<Option<GpuError>>>,
@@ -104,6 +110,7 @@ impl GpuContext {
             adapter_info,
             max_binding_size,
             shape: options.shape.unwrap_or(KernelShape::GPU),
+            memory_budget: options.memory_budget,
             fault,
             pipelines: Arc::default(),
         }

@@ -20,6 +20,17 @@ pub enum GpuError {
     UnsupportedType { name: String, ty: GgmlType },
     #[error("the GPU device was lost: {0}")]
     DeviceLost(String),
+    #[error(
+        "the model needs {needed} bytes of GPU memory (weights {weights}, KV cache {kv_cache}, \
+         activations {activations}), more than the budget of {budget}: use a smaller context"
+    )]
+    OverMemoryBudget {
+        needed: u64,
+        budget: u64,
+        weights: u64,
+        kv_cache: u64,
+        activations: u64,
+    },
     #[error("the GPU ran out of memory: {0}")]
     OutOfMemory(String),
     #[error("GPU validation error: {0}")]

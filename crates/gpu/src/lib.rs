@@ -19,5 +19,5 @@ pub use context::{GpuContext, GpuOptions};
 pub use error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
 pub use model::DispatchTime;
-pub use model::{GpuModel, GpuStats};
+pub use model::{GpuModel, GpuStats, MemoryPlan};
 pub use tensor::GpuMatrix;

@@ -3,11 +3,14 @@
 //! command encoder, submits once, and reads back logits or per-row argmax.
 
 mod build;
+mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod profile;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;
+
+pub use memory::MemoryPlan;
 
 use std::cell::Cell;
 
@@ -134,6 +137,8 @@ pub struct GpuModel {
     top_k_dispatch: Dispatch,
     io: StepBuffers,
     kv: KvBuffers,
+    /// Device memory by kind, as planned (and checked) before the first buffer was created.
+    memory: MemoryPlan,
     stats: Cell<GpuStats>,
 }
 
@@ -146,6 +151,11 @@ enum Want {
 }
 
 impl GpuModel {
+    /// The device memory this model took, by kind (decided before loading).
+    pub fn memory(&self) -> MemoryPlan {
+        self.memory
+    }
+
     /// Uploads the model and builds its pipelines. `context` sizes the KV cache (default
     /// [`DEFAULT_CONTEXT`], capped by the model's trained context).
     pub fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<Self> {

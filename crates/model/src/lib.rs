@@ -8,6 +8,7 @@ mod config;
 mod cpu;
 mod error;
 mod lm;
+mod tensors;
 pub mod testing;
 mod tokenizer;
 
@@ -16,6 +17,7 @@ pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;
 pub use lm::{argmax, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask, TopLogits};
+pub use tensors::{check_tensors, TensorSpec, TensorTotals};
 pub use tokenizer::{TokenDecoder, Tokenizer};
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -7,11 +7,10 @@ use wgpu::util::DeviceExt;
 use wgpu::BufferUsages as U;
 
 use runahead_gguf::GgufFile;
-use runahead_model::{ModelConfig, ModelError, Result, RopeMode, TensorNames};
+use runahead_model::{check_tensors, ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
-use super::{
-    Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS, TOP_K_ROW_WORDS,
-};
+use super::memory::BufferSizes;
+use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
 use crate::kernels::{self, params, Op, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
 
@@ -22,8 +21,8 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn buffer(&self, label: &str, bytes: usize, usage: U) -> Result<wgpu::Buffer> {
-        let size = bytes.max(4) as u64;
+    fn buffer(&self, label: &str, bytes: u64, usage: U) -> Result<wgpu::Buffer> {
+        let size = bytes.max(4);
         if usage.contains(U::STORAGE) && size > self.ctx.max_binding_size {
             return Err(GpuError::LimitTooSmall {
                 limit: "maxStorageBufferBindingSize",
@@ -40,7 +39,7 @@ impl Builder<'_> {
         }))
     }
 
-    fn storage(&self, label: &str, bytes: usize) -> Result<wgpu::Buffer> {
+    fn storage(&self, label: &str, bytes: u64) -> Result<wgpu::Buffer> {
         self.buffer(label, bytes, U::STORAGE | U::COPY_SRC | U::COPY_DST)
     }
 
@@ -241,6 +240,11 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
             c.head_dim, c.rope_dim
         )));
     }
+    // Everything is decided before the first buffer: every tensor's presence, shape and type,
+    // then every buffer's size against the device's limits and the memory budget.
+    let tensors = check_tensors(file, c)?;
+    let size = BufferSizes::of(c, capacity)?;
+    let memory = size.check(ctx, c, tensors)?;
 
     let step = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("step"),
@@ -255,39 +259,36 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     };
 
     // Activations, [MAX_ROWS, width] each.
-    let x = b.storage("x", r * d * 4)?;
-    let h = b.storage("h", r * d * 4)?;
-    let q = b.storage("q", r * d * 4)?;
-    let k = b.storage("k", r * kv_dim * 4)?;
-    let v = b.storage("v", r * kv_dim * 4)?;
-    let attn = b.storage("attn", r * d * 4)?;
-    let gate = b.storage("gate", r * ff * 4)?;
-    let up = b.storage("up", r * ff * 4)?;
-    let scores = b.storage("scores", r * c.n_heads * capacity * 4)?;
+    let x = b.storage("x", size.width)?;
+    let h = b.storage("h", size.width)?;
+    let q = b.storage("q", size.width)?;
+    let k = b.storage("k", size.kv_rows)?;
+    let v = b.storage("v", size.kv_rows)?;
+    let attn = b.storage("attn", size.width)?;
+    let gate = b.storage("gate", size.ffn)?;
+    let up = b.storage("up", size.ffn)?;
+    let scores = b.storage("scores", size.scores)?;
+    let read = U::MAP_READ | U::COPY_DST;
     let io = StepBuffers {
         step: b.step.clone(),
-        tokens: b.storage("tokens", r * 4)?,
-        positions: b.storage("positions", r * 4)?,
-        visible: b.storage("visible", r * (1 + r) * 4)?,
-        logits: b.storage("logits", r * vocab * 4)?,
-        argmax: b.storage("argmax", r * 4)?,
-        top_k: b.storage("top_k", r * TOP_K_ROW_WORDS * 4)?,
-        logits_read: b.buffer("logits_read", r * vocab * 4, U::MAP_READ | U::COPY_DST)?,
-        argmax_read: b.buffer("argmax_read", r * 4, U::MAP_READ | U::COPY_DST)?,
-        top_k_read: b.buffer(
-            "top_k_read",
-            r * TOP_K_ROW_WORDS * 4,
-            U::MAP_READ | U::COPY_DST,
-        )?,
+        tokens: b.storage("tokens", size.per_row)?,
+        positions: b.storage("positions", size.per_row)?,
+        visible: b.storage("visible", size.visible)?,
+        logits: b.storage("logits", size.logits)?,
+        argmax: b.storage("argmax", size.per_row)?,
+        top_k: b.storage("top_k", size.top_k)?,
+        logits_read: b.buffer("logits_read", size.logits, read)?,
+        argmax_read: b.buffer("argmax_read", size.per_row, read)?,
+        top_k_read: b.buffer("top_k_read", size.top_k, read)?,
     };
     let kv = KvBuffers {
         k: (0..c.n_layers)
-            .map(|l| b.storage(&format!("k_cache.{l}"), capacity * kv_dim * 4))
+            .map(|l| b.storage(&format!("k_cache.{l}"), size.kv_cache_layer))
             .collect::<Result<_>>()?,
         v: (0..c.n_layers)
-            .map(|l| b.storage(&format!("v_cache.{l}"), capacity * kv_dim * 4))
+            .map(|l| b.storage(&format!("v_cache.{l}"), size.kv_cache_layer))
             .collect::<Result<_>>()?,
-        scratch: b.storage("kv_scratch", r * kv_dim * 4)?,
+        scratch: b.storage("kv_scratch", size.kv_rows)?,
     };
 
     // Embedding lookup, one dispatch per piece of the table.
@@ -433,6 +434,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         top_k_dispatch,
         io,
         kv,
+        memory,
         stats: Cell::new(Default::default()),
     })
 }

@@ -1,6 +1,6 @@
 use runahead_gguf::GgufFile;
 
-use crate::{ModelConfig, ModelError, Result, TensorNames};
+use crate::{check_tensors, ModelConfig, ModelError, Result, TensorNames};
 
 /// A weight matrix decoded to f32: `[rows, cols]` row-major, one row per output feature.
 pub struct Matrix {
@@ -56,6 +56,10 @@ impl CpuWeights {
         }
         let config = ModelConfig::from_metadata(&file.header.metadata, embd.shape[1] as usize)?;
         let c = &config;
+        // Every tensor's presence, shape and type before the first is decoded, and what the
+        // f32 copies will take (usize is 32 bits on wasm32).
+        check_tensors(file, c)?;
+        f32_bytes(file, c)?;
         let (d, kv, ff, vocab) = (c.n_embd, c.kv_dim(), c.n_ff, c.vocab_size);
         let layers = (0..c.n_layers)
             .map(|i| {
@@ -94,6 +98,27 @@ impl CpuWeights {
             config,
         })
     }
+}
+
+/// Bytes of the f32 copies of every weight, refused when this platform cannot address them.
+fn f32_bytes(file: &GgufFile, c: &ModelConfig) -> Result<usize> {
+    let separate_output = file.header.tensor(TensorNames::OUTPUT).is_some();
+    let elements = c.tensors(separate_output).try_fold(0u64, |acc, t| {
+        t.shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| acc.checked_add(n))
+    });
+    elements
+        .and_then(|n| n.checked_mul(4))
+        .filter(|&bytes| bytes <= isize::MAX as u64)
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .ok_or_else(|| {
+            ModelError::Config(format!(
+                "the f32 reference needs {} weights as f32, more than this platform can address",
+                elements.map_or("over 2^64".to_string(), |n| n.to_string())
+            ))
+        })
 }
 
 /// Checks a tensor's GGML shape (`[cols, rows]`, or `[len]`) and type, then decodes it.

@@ -1,0 +1,164 @@
+//! What a model will allocate on the device, decided before any buffer exists: every size in
+//! u64 with checked arithmetic (a file's metadata is untrusted, and `usize` is 32 bits on
+//! wasm32), each buffer against the adapter's limits, the total against the caller's budget.
+
+use runahead_model::{ModelConfig, TensorTotals};
+
+use super::{MAX_ROWS, TOP_K_ROW_WORDS};
+use crate::{GpuContext, GpuError};
+
+/// Bytes of each buffer of the forward pass (all f32 or u32 words), checked.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BufferSizes {
+    /// `[MAX_ROWS, n_embd]`: x, h, q, attn.
+    pub width: u64,
+    /// `[MAX_ROWS, kv_dim]`: k, v and the compaction scratch.
+    pub kv_rows: u64,
+    /// `[MAX_ROWS, n_ff]`: gate, up.
+    pub ffn: u64,
+    /// `[MAX_ROWS, n_heads, capacity]`: attention scores.
+    pub scores: u64,
+    /// `[MAX_ROWS, vocab]`: logits on the device and their readback copy.
+    pub logits: u64,
+    /// `[capacity, kv_dim]`: one layer's keys (or values).
+    pub kv_cache_layer: u64,
+    /// `[MAX_ROWS, 1 + MAX_ROWS]`: each row's visible block indices.
+    pub visible: u64,
+    /// `[MAX_ROWS, TOP_K_ROW_WORDS]`.
+    pub top_k: u64,
+    /// `[MAX_ROWS]`: tokens, positions, argmax.
+    pub per_row: u64,
+}
+
+/// The whole model's device memory, by kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryPlan {
+    /// Weight matrices as stored in the file, plus the vectors as f32.
+    pub weights: u64,
+    /// Keys and values of every layer for `capacity` tokens.
+    pub kv_cache: u64,
+    /// Activations, logits, readback and parameter buffers.
+    pub activations: u64,
+}
+
+impl MemoryPlan {
+    pub fn total(&self) -> u64 {
+        self.weights
+            .saturating_add(self.kv_cache)
+            .saturating_add(self.activations)
+    }
+}
+
+fn overflow(what: &str) -> GpuError {
+    GpuError::Validation(format!("the model's {what} overflows 64 bits"))
+}
+
+/// `a * b * c * 4` bytes, or an error naming `what`.
+fn words(what: &str, a: usize, b: usize, c: usize) -> Result<u64, GpuError> {
+    (a as u64)
+        .checked_mul(b as u64)
+        .and_then(|n| n.checked_mul(c as u64))
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| overflow(what))
+}
+
+impl BufferSizes {
+    pub fn of(c: &ModelConfig, capacity: usize) -> Result<Self, GpuError> {
+        let r = MAX_ROWS;
+        Ok(BufferSizes {
+            width: words("activation width", r, c.n_embd, 1)?,
+            kv_rows: words("KV width", r, c.kv_dim(), 1)?,
+            ffn: words("feed-forward width", r, c.n_ff, 1)?,
+            scores: words("attention scores", r, c.n_heads, capacity)?,
+            logits: words("logits", r, c.vocab_size, 1)?,
+            kv_cache_layer: words("KV cache", capacity, c.kv_dim(), 1)?,
+            visible: words("visibility lists", r, 1 + r, 1)?,
+            top_k: words("top-k output", r, TOP_K_ROW_WORDS, 1)?,
+            per_row: words("row inputs", r, 1, 1)?,
+        })
+    }
+
+    /// The storage buffers whose size depends on the model: one binding must hold each.
+    fn bindings(&self) -> [u64; 7] {
+        [
+            self.width,
+            self.kv_rows,
+            self.ffn,
+            self.scores,
+            self.logits,
+            self.kv_cache_layer,
+            self.visible,
+        ]
+    }
+
+    /// Checks every buffer against the device's binding and buffer limits, then the whole model
+    /// (with `tensors`, the weights the file holds) against the context's memory budget.
+    pub fn check(
+        &self,
+        ctx: &GpuContext,
+        c: &ModelConfig,
+        tensors: TensorTotals,
+    ) -> Result<MemoryPlan, GpuError> {
+        for bytes in self.bindings() {
+            if bytes > ctx.max_binding_size {
+                return Err(GpuError::LimitTooSmall {
+                    limit: "maxStorageBufferBindingSize",
+                    needed: bytes,
+                    available: ctx.max_binding_size,
+                });
+            }
+        }
+        let plan = self.plan(c, tensors)?;
+        if let Some(budget) = ctx.memory_budget {
+            if plan.total() > budget {
+                return Err(GpuError::OverMemoryBudget {
+                    needed: plan.total(),
+                    budget,
+                    weights: plan.weights,
+                    kv_cache: plan.kv_cache,
+                    activations: plan.activations,
+                });
+            }
+        }
+        Ok(plan)
+    }
+
+    fn plan(&self, c: &ModelConfig, tensors: TensorTotals) -> Result<MemoryPlan, GpuError> {
+        // Sum of count x bytes, checked: the sizes come from an untrusted file.
+        let sum = |what: &str, parts: &[(u64, u64)]| {
+            parts
+                .iter()
+                .try_fold(0u64, |acc, &(n, bytes)| {
+                    n.checked_mul(bytes).and_then(|b| acc.checked_add(b))
+                })
+                .ok_or_else(|| overflow(what))
+        };
+        let kv_cache = sum(
+            "KV cache",
+            &[((c.n_layers as u64).saturating_mul(2), self.kv_cache_layer)],
+        )?;
+        let activations = sum(
+            "activations",
+            &[
+                (4, self.width),
+                (3, self.kv_rows),
+                (2, self.ffn),
+                (1, self.scores),
+                (2, self.logits),
+                (1, self.visible),
+                (2, self.top_k),
+                (5, self.per_row),
+            ],
+        )?;
+        // Vectors are uploaded as f32 whatever their stored type.
+        let weights = sum(
+            "weights",
+            &[(1, tensors.file_bytes), (4, tensors.vector_elements)],
+        )?;
+        Ok(MemoryPlan {
+            weights,
+            kv_cache,
+            activations,
+        })
+    }
+}
