@@ -19,14 +19,21 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Number of elements. Parsing checked that it fits in u64; for a `TensorInfo` built by
+    /// hand, an overflowing product saturates instead of wrapping or panicking.
     pub fn n_elements(&self) -> u64 {
-        self.shape.iter().product()
+        checked_product(&self.shape).unwrap_or(u64::MAX)
     }
 
-    /// Number of rows (product of all but the first dimension).
+    /// Number of rows (product of all but the first dimension), saturating like
+    /// [`TensorInfo::n_elements`].
     pub fn n_rows(&self) -> u64 {
-        self.shape.iter().skip(1).product()
+        checked_product(self.shape.get(1..).unwrap_or(&[])).unwrap_or(u64::MAX)
     }
+}
+
+fn checked_product(dims: &[u64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
 }
 
 /// The parsed header of a GGUF file: version, metadata and tensor table. Tensor data stays
@@ -160,17 +167,16 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
-        let remaining = (self.bytes.len() - self.pos) as u64;
-        if n > remaining {
-            return Err(GgufError::Truncated {
-                what: what.to_owned(),
-                offset: self.pos as u64,
-                needed: n,
-                len: self.bytes.len() as u64,
-            });
-        }
-        let s = &self.bytes[self.pos..self.pos + n as usize];
-        self.pos += n as usize;
+        let rest = &self.bytes[self.pos..];
+        // A length that does not fit in usize cannot fit in what remains either.
+        let s = usize::try_from(n).ok().and_then(|n| rest.get(..n));
+        let s = s.ok_or_else(|| GgufError::Truncated {
+            what: what.to_owned(),
+            offset: self.pos as u64,
+            needed: n,
+            len: self.bytes.len() as u64,
+        })?;
+        self.pos += s.len();
         Ok(s)
     }
 
@@ -296,10 +302,7 @@ impl<'a> Reader<'a> {
             ty,
             reason: reason.to_owned(),
         };
-        let n_elements = shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| bad("element count overflows"))?;
+        let n_elements = checked_product(&shape).ok_or_else(|| bad("element count overflows"))?;
         if shape.first().copied().unwrap_or(1) % ty.block_size() != 0 {
             return Err(bad("row length is not a multiple of the block size"));
         }

@@ -345,3 +345,16 @@ fn every_allocation_of_the_header_is_charged_to_the_budget() {
         Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "the tensor table"
     ));
 }
+
+#[test]
+fn empty_tensor_past_the_end_of_a_short_file_reads_as_empty() {
+    // Header of 57 bytes, one tensor of zero elements: its data "starts" at the aligned
+    // offset 64, past the end of the unpadded file.
+    let mut b = single_tensor("t", &[0], GgmlType::F32, 0);
+    b.truncate(57);
+    let file = GgufFile::from_bytes(b).unwrap();
+    assert_eq!(file.header.data_offset, 64);
+    let info = file.tensor_info("t").unwrap();
+    assert!(file.tensor_bytes(info).is_empty());
+    assert_eq!(file.tensor_f32("t").unwrap(), Vec::<f32>::new());
+}
