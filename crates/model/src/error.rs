@@ -17,6 +17,20 @@ pub enum ModelError {
     },
     #[error("invalid model configuration: {0}")]
     Config(String),
+    /// A hyper-parameter, or a size derived from them, that is zero, inconsistent or beyond
+    /// any real model; found before anything is allocated by it.
+    #[error("invalid model: {what} = {value} {reason}")]
+    InvalidHyperParameter {
+        what: String,
+        value: String,
+        reason: String,
+    },
+    /// The tokenizer has tokens the token embedding has no row for; caught at load, not when
+    /// one of them is first typed or generated.
+    #[error(
+        "invalid model: the tokenizer has {tokens} tokens but the token embedding only {rows} rows"
+    )]
+    VocabularyMismatch { tokens: usize, rows: usize },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("chat template: {0}")]

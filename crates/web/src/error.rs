@@ -111,6 +111,8 @@ impl From<ModelError> for WebError {
             | ModelError::UnsupportedTensorType { .. }
             | ModelError::TensorShape { .. }
             | ModelError::Config(_)
+            | ModelError::InvalidHyperParameter { .. }
+            | ModelError::VocabularyMismatch { .. }
             | ModelError::IncompatibleDraft(_)
             | ModelError::NoUsableLogit { .. } => Code::UnsupportedModel,
             ModelError::Tokenizer(_) => Code::Tokenizer,
