@@ -35,6 +35,13 @@ pub enum ModelError {
     Tokenizer(String),
     #[error("chat template: {0}")]
     ChatTemplate(String),
+    /// Rendering ran out of its step budget: a template with runaway loops, which would
+    /// otherwise hang the page.
+    #[error("chat template: rendering took more than {limit} steps (runaway loops in the model's template)")]
+    ChatTemplateFuel { limit: u64 },
+    /// The rendered text grew past the size limit.
+    #[error("chat template: the rendered text exceeds {limit} bytes")]
+    ChatTemplateOutput { limit: usize },
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("context is full: {needed} positions needed, the context holds {context}")]
