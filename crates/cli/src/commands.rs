@@ -23,9 +23,6 @@ fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
 pub fn info(path: &Path) -> Result<()> {
     let file = open(path)?;
     let meta = &file.header.metadata;
-    let vocab = file
-        .tensor_info("token_embd.weight")
-        .map(|t| t.shape.get(1).copied().unwrap_or(0));
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -37,7 +34,7 @@ pub fn info(path: &Path) -> Result<()> {
     if let Ok(name) = meta.str("general.name") {
         writeln!(out, "name          {name}")?;
     }
-    match ModelConfig::from_metadata(meta, vocab.unwrap_or(0) as usize) {
+    match ModelConfig::from_file(&file) {
         Ok(c) => {
             writeln!(out, "architecture  {:?}", c.arch)?;
             writeln!(out, "layers        {}", c.n_layers)?;

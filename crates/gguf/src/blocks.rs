@@ -52,13 +52,18 @@ pub fn dequantize_row(
 ) -> Result<()> {
     let row_bytes = ty
         .bytes_for(row_len as u64)
-        .ok_or_else(|| GgufError::Io(format!("{ty}: row length {row_len} is not whole blocks")))?
-        as usize;
-    let start = row * row_bytes;
-    let slice = bytes
-        .get(start..start + row_bytes)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| GgufError::Io(format!("{ty}: row length {row_len} is not whole blocks")))?;
+    // Checked: on wasm32 a row index times a row size can pass 32 bits.
+    let slice = row
+        .checked_mul(row_bytes)
+        .and_then(|start| bytes.get(start..start.checked_add(row_bytes)?))
         .ok_or_else(|| GgufError::Io(format!("row {row} is past the end of the tensor")))?;
-    dequantize(ty, slice, &mut out[..row_len])
+    let out_len = out.len();
+    let out = out.get_mut(..row_len).ok_or_else(|| {
+        GgufError::Io(format!("output of {out_len} values for a row of {row_len}"))
+    })?;
+    dequantize(ty, slice, out)
 }
 
 fn f16_at(b: &[u8], i: usize) -> f32 {

@@ -16,6 +16,17 @@ pub enum GgufError {
     },
     #[error("invalid UTF-8 in {what} at offset {offset}")]
     InvalidUtf8 { what: String, offset: u64 },
+    #[error("metadata key '{key}' nests arrays more than {limit} deep")]
+    ArraysTooDeep { key: String, limit: u32 },
+    /// Parsing would take more memory than the budget (see `Gguf::parse_with_budget`).
+    #[error(
+        "the GGUF header needs {needed} bytes of memory by {what}, more than the limit of {limit}"
+    )]
+    HeaderTooLarge {
+        what: String,
+        needed: u64,
+        limit: u64,
+    },
     #[error("unknown metadata value type {ty} for key '{key}'")]
     UnknownValueType { key: String, ty: u32 },
     #[error("tensor '{name}' has unknown GGML type id {id}")]

@@ -59,16 +59,33 @@ impl GgufFile {
             .ok_or_else(|| GgufError::MissingTensor(name.to_owned()))
     }
 
-    /// The raw (still quantized) bytes of a tensor. Bounds were checked at parse time.
+    /// The raw (still quantized) bytes of a tensor. Parsing checked that every tensor's bytes
+    /// lie in the file; a tensor of zero bytes may still "start" past its end (the data
+    /// section begins at an aligned offset), and reads as empty, as does a `TensorInfo` that
+    /// is not from this file.
     pub fn tensor_bytes(&self, info: &TensorInfo) -> &[u8] {
-        let start = (self.header.data_offset + info.offset) as usize;
-        &self.storage[start..start + info.size as usize]
+        let range = (|| {
+            let start = usize::try_from(self.header.data_offset.checked_add(info.offset)?).ok()?;
+            let end = start.checked_add(usize::try_from(info.size).ok()?)?;
+            self.storage.get(start..end)
+        })();
+        range.unwrap_or(&[])
     }
 
     /// A tensor decoded to f32, in GGML order (`shape[0]` contiguous).
     pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>> {
         let info = self.tensor_info(name)?;
-        let mut out = vec![0f32; info.n_elements() as usize];
+        // A tensor lies in the file, but on wasm32 (32-bit usize) its decoded f32s may not fit.
+        let n = usize::try_from(info.n_elements())
+            .ok()
+            .filter(|n| n.checked_mul(4).is_some())
+            .ok_or_else(|| GgufError::BadShape {
+                name: info.name.clone(),
+                shape: info.shape.clone(),
+                ty: info.ty,
+                reason: "too many elements to decode on this platform".into(),
+            })?;
+        let mut out = vec![0f32; n];
         blocks::dequantize(info.ty, self.tensor_bytes(info), &mut out)?;
         Ok(out)
     }

@@ -3,11 +3,15 @@
 //!
 //! Parsing never trusts a count or an offset from the file: every length is checked against
 //! the bytes that remain before anything is allocated, so a truncated or hostile file yields a
-//! [`GgufError`], never a panic or a huge allocation.
+//! [`GgufError`], never a panic or a huge allocation. Beyond that, metadata arrays nest at most
+//! [`MAX_ARRAY_DEPTH`] deep and the parsed header may take at most a budget of memory
+//! ([`DEFAULT_HEADER_BUDGET`], see [`Gguf::parse_with_budget`]), so a small hostile file
+//! cannot overflow the stack or make the parser allocate many times its size.
 
 mod blocks;
 mod error;
 mod file;
+mod limits;
 mod metadata;
 mod reader;
 mod types;
@@ -16,6 +20,7 @@ mod writer;
 pub use blocks::{dequantize, dequantize_row};
 pub use error::GgufError;
 pub use file::{GgufFile, Storage};
+pub use limits::{DEFAULT_HEADER_BUDGET, MAX_ARRAY_DEPTH};
 pub use metadata::{Metadata, Value, ValueType};
 pub use reader::{Gguf, TensorInfo};
 pub use types::GgmlType;

@@ -1,7 +1,8 @@
 use std::collections::HashSet;
 
+use crate::limits::{Budget, ENTRY_SIZE, MAX_ARRAY_DEPTH, TENSOR_SIZE, VALUE_SIZE};
 use crate::metadata::{Metadata, Value, ValueType};
-use crate::{GgmlType, GgufError, Result, DEFAULT_ALIGNMENT, GGUF_MAGIC};
+use crate::{GgmlType, GgufError, Result, DEFAULT_ALIGNMENT, DEFAULT_HEADER_BUDGET, GGUF_MAGIC};
 
 /// One entry of the tensor table.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,14 +19,21 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
+    /// Number of elements. Parsing checked that it fits in u64; for a `TensorInfo` built by
+    /// hand, an overflowing product saturates instead of wrapping or panicking.
     pub fn n_elements(&self) -> u64 {
-        self.shape.iter().product()
+        checked_product(&self.shape).unwrap_or(u64::MAX)
     }
 
-    /// Number of rows (product of all but the first dimension).
+    /// Number of rows (product of all but the first dimension), saturating like
+    /// [`TensorInfo::n_elements`].
     pub fn n_rows(&self) -> u64 {
-        self.shape.iter().skip(1).product()
+        checked_product(self.shape.get(1..).unwrap_or(&[])).unwrap_or(u64::MAX)
     }
+}
+
+fn checked_product(dims: &[u64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
 }
 
 /// The parsed header of a GGUF file: version, metadata and tensor table. Tensor data stays
@@ -38,12 +46,27 @@ pub struct Gguf {
     pub alignment: u64,
     /// Absolute offset of the data section in the file.
     pub data_offset: u64,
+    /// Bytes of memory the parsed metadata and tensor table take, as charged against the
+    /// budget of [`Gguf::parse_with_budget`].
+    pub memory: u64,
 }
 
 impl Gguf {
-    /// Parses the header of a complete GGUF file and checks that every tensor lies inside it.
+    /// Parses the header of a complete GGUF file and checks that every tensor lies inside it,
+    /// within [`DEFAULT_HEADER_BUDGET`] bytes of memory.
     pub fn parse(bytes: &[u8]) -> Result<Gguf> {
-        let mut r = Reader { bytes, pos: 0 };
+        Self::parse_with_budget(bytes, DEFAULT_HEADER_BUDGET)
+    }
+
+    /// [`Gguf::parse`] with another memory budget for the parsed metadata and tensor table:
+    /// a header that would take more is [`GgufError::HeaderTooLarge`], found before the
+    /// allocation that would exceed it.
+    pub fn parse_with_budget(bytes: &[u8], budget: u64) -> Result<Gguf> {
+        let mut r = Reader {
+            bytes,
+            pos: 0,
+            budget: Budget::new(budget),
+        };
         let magic = r.array::<4>("magic")?;
         if magic != GGUF_MAGIC {
             return Err(GgufError::BadMagic(magic));
@@ -59,13 +82,16 @@ impl Gguf {
         // Each key/value takes at least 8 (key length) + 4 (type) + 1 bytes.
         r.check_count(n_kv, 13, "metadata entries")?;
         for _ in 0..n_kv {
+            r.budget.charge(1, ENTRY_SIZE, "metadata entries")?;
             let key = r.string("metadata key")?;
+            // The lookup map holds a second copy of the key.
+            r.budget.charge(key.len() as u64, 1, "metadata keys")?;
             let ty_id = r.u32("metadata value type")?;
             let ty = ValueType::from_id(ty_id).ok_or_else(|| GgufError::UnknownValueType {
                 key: key.clone(),
                 ty: ty_id,
             })?;
-            let value = r.value(ty, &key)?;
+            let value = r.value(ty, &key, 0)?;
             metadata.insert(key, value)?;
         }
 
@@ -82,10 +108,14 @@ impl Gguf {
 
         // Each tensor entry takes at least 8 (name length) + 4 + 4 + 8 bytes.
         r.check_count(n_tensors, 24, "tensor table")?;
-        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        r.budget
+            .charge(n_tensors, TENSOR_SIZE, "the tensor table")?;
+        let mut tensors = Vec::with_capacity(r.to_usize(n_tensors, "tensor table")?);
         let mut names = HashSet::new();
         for _ in 0..n_tensors {
             let t = r.tensor_info()?;
+            // The duplicate check keeps a copy of the name.
+            r.budget.charge(t.name.len() as u64, 1, "tensor names")?;
             if !names.insert(t.name.clone()) {
                 return Err(GgufError::DuplicateTensor(t.name));
             }
@@ -119,6 +149,7 @@ impl Gguf {
             tensors,
             alignment,
             data_offset,
+            memory: r.budget.used,
         })
     }
 
@@ -131,22 +162,34 @@ impl Gguf {
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    budget: Budget,
 }
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
-        let remaining = (self.bytes.len() - self.pos) as u64;
-        if n > remaining {
-            return Err(GgufError::Truncated {
-                what: what.to_owned(),
-                offset: self.pos as u64,
-                needed: n,
-                len: self.bytes.len() as u64,
-            });
-        }
-        let s = &self.bytes[self.pos..self.pos + n as usize];
-        self.pos += n as usize;
+        let rest = &self.bytes[self.pos..];
+        // A length that does not fit in usize cannot fit in what remains either.
+        let s = usize::try_from(n).ok().and_then(|n| rest.get(..n));
+        let s = s.ok_or_else(|| GgufError::Truncated {
+            what: what.to_owned(),
+            offset: self.pos as u64,
+            needed: n,
+            len: self.bytes.len() as u64,
+        })?;
+        self.pos += s.len();
         Ok(s)
+    }
+
+    /// A count from the file as a `usize`. Counts are checked against the remaining bytes
+    /// first, so this only fails where that check was skipped; but on wasm32 usize is 32
+    /// bits, and a plain `as` would silently truncate.
+    fn to_usize(&self, n: u64, what: &str) -> Result<usize> {
+        usize::try_from(n).map_err(|_| GgufError::Truncated {
+            what: format!("{what} ({n} entries, more than this platform can address)"),
+            offset: self.pos as u64,
+            needed: n,
+            len: self.bytes.len() as u64,
+        })
     }
 
     /// Rejects a count whose smallest possible encoding is already larger than what remains,
@@ -179,17 +222,20 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
+    /// A length-prefixed string; its bytes are charged to the budget before they are copied.
     fn string(&mut self, what: &str) -> Result<String> {
         let len = self.u64(what)?;
         let offset = self.pos as u64;
         let s = self.take(len, what)?;
+        self.budget.charge(len, 1, what)?;
         String::from_utf8(s.to_vec()).map_err(|_| GgufError::InvalidUtf8 {
             what: what.to_owned(),
             offset,
         })
     }
 
-    fn value(&mut self, ty: ValueType, key: &str) -> Result<Value> {
+    /// One value of type `ty`; `depth` is how many arrays enclose it.
+    fn value(&mut self, ty: ValueType, key: &str, depth: u32) -> Result<Value> {
         Ok(match ty {
             ValueType::U8 => Value::U8(self.array::<1>(key)?[0]),
             ValueType::I8 => Value::I8(self.array::<1>(key)?[0] as i8),
@@ -203,22 +249,33 @@ impl<'a> Reader<'a> {
             ValueType::F64 => Value::F64(f64::from_le_bytes(self.array(key)?)),
             ValueType::Bool => Value::Bool(self.array::<1>(key)?[0] != 0),
             ValueType::String => Value::String(self.string(key)?),
-            ValueType::Array => {
-                let elem_id = self.u32(key)?;
-                let elem =
-                    ValueType::from_id(elem_id).ok_or_else(|| GgufError::UnknownValueType {
-                        key: key.to_owned(),
-                        ty: elem_id,
-                    })?;
-                let count = self.u64(key)?;
-                self.check_count(count, elem.min_size(), key)?;
-                let mut items = Vec::with_capacity(count as usize);
-                for _ in 0..count {
-                    items.push(self.value(elem, key)?);
-                }
-                Value::Array(elem, items)
-            }
+            ValueType::Array => self.array_value(key, depth + 1)?,
         })
+    }
+
+    /// An array header and its elements; `depth` counts this array.
+    fn array_value(&mut self, key: &str, depth: u32) -> Result<Value> {
+        // Each level recurses: an unbounded depth would overflow the stack.
+        if depth > MAX_ARRAY_DEPTH {
+            return Err(GgufError::ArraysTooDeep {
+                key: key.to_owned(),
+                limit: MAX_ARRAY_DEPTH,
+            });
+        }
+        let elem_id = self.u32(key)?;
+        let elem = ValueType::from_id(elem_id).ok_or_else(|| GgufError::UnknownValueType {
+            key: key.to_owned(),
+            ty: elem_id,
+        })?;
+        let count = self.u64(key)?;
+        self.check_count(count, elem.min_size(), key)?;
+        // A value takes 16-32 bytes in memory for as little as one byte in the file.
+        self.budget.charge(count, VALUE_SIZE, key)?;
+        let mut items = Vec::with_capacity(self.to_usize(count, key)?);
+        for _ in 0..count {
+            items.push(self.value(elem, key, depth)?);
+        }
+        Ok(Value::Array(elem, items))
     }
 
     fn tensor_info(&mut self) -> Result<TensorInfo> {
@@ -227,6 +284,7 @@ impl<'a> Reader<'a> {
         if n_dims > 4 {
             return Err(GgufError::TooManyDims { name, n_dims });
         }
+        self.budget.charge(n_dims.into(), 8, "tensor shapes")?;
         let mut shape = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             shape.push(self.u64("tensor dimension")?);
@@ -244,10 +302,7 @@ impl<'a> Reader<'a> {
             ty,
             reason: reason.to_owned(),
         };
-        let n_elements = shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| bad("element count overflows"))?;
+        let n_elements = checked_product(&shape).ok_or_else(|| bad("element count overflows"))?;
         if shape.first().copied().unwrap_or(1) % ty.block_size() != 0 {
             return Err(bad("row length is not a multiple of the block size"));
         }

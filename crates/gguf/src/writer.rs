@@ -22,6 +22,16 @@ impl GgufWriter {
         self
     }
 
+    /// Sets `key`, replacing its earlier value in place if it has one (tests doctor the
+    /// metadata of generated files with it).
+    pub fn set_meta(&mut self, key: &str, value: Value) -> &mut Self {
+        match self.metadata.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = value,
+            None => self.metadata.push((key.to_owned(), value)),
+        }
+        self
+    }
+
     pub fn meta_str(&mut self, key: &str, value: &str) -> &mut Self {
         self.meta(key, Value::String(value.to_owned()))
     }

@@ -220,3 +220,20 @@ fn wrong_sizes_and_unsupported_types_are_errors() {
     let err = dequantize(GgmlType::Q2_K, &[0u8; 84], &mut out).unwrap_err();
     assert!(err.to_string().contains("not supported"), "{err}");
 }
+
+#[test]
+fn dequantize_row_checks_every_index() {
+    use runahead_gguf::dequantize_row;
+    let bytes: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut out = [0f32; 2];
+    dequantize_row(GgmlType::F32, &bytes, 2, 1, &mut out).unwrap();
+    assert_eq!(out, [3.0, 4.0]);
+    // Past the end, an index whose byte offset overflows, and an output too short: errors.
+    assert!(dequantize_row(GgmlType::F32, &bytes, 2, 2, &mut out).is_err());
+    assert!(dequantize_row(GgmlType::F32, &bytes, 2, usize::MAX, &mut out).is_err());
+    assert!(dequantize_row(GgmlType::F32, &bytes, 4, 0, &mut out).is_err());
+    assert!(dequantize_row(GgmlType::Q4_0, &bytes, 31, 0, &mut out).is_err());
+}

@@ -1,6 +1,11 @@
 //! Header parsing: a round trip through the writer, and every kind of malformed file.
 
-use runahead_gguf::{GgmlType, Gguf, GgufError, GgufFile, GgufWriter, Value, ValueType};
+use std::mem::size_of;
+
+use runahead_gguf::{
+    GgmlType, Gguf, GgufError, GgufFile, GgufWriter, Value, ValueType, DEFAULT_HEADER_BUDGET,
+    MAX_ARRAY_DEPTH,
+};
 
 fn sample() -> GgufWriter {
     let mut w = GgufWriter::new();
@@ -243,4 +248,113 @@ fn missing_file_is_an_io_error() {
     let err = GgufFile::open("/nonexistent/model.gguf").err().unwrap();
     assert!(matches!(err, GgufError::Io(_)));
     assert!(err.to_string().contains("/nonexistent/model.gguf"));
+}
+
+/// A value of `depth` nested one-element array headers around a u8: 12 bytes a level.
+fn nested_arrays(depth: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(depth * 12 + 1);
+    for level in 0..depth {
+        let inner = if level + 1 == depth { 0u32 } else { 9 }; // u8 innermost, else array
+        v.extend(inner.to_le_bytes());
+        v.extend(1u64.to_le_bytes());
+    }
+    v.push(7);
+    one_kv("k", 9, &v)
+}
+
+#[test]
+fn deeply_nested_arrays_are_an_error_not_a_stack_overflow() {
+    // 100,000 levels in 1.2 MB: without a limit the recursive parser overflows the stack.
+    let err = Gguf::parse(&nested_arrays(100_000)).unwrap_err();
+    assert!(
+        matches!(err, GgufError::ArraysTooDeep { ref key, limit: 4 } if key == "k"),
+        "{err}"
+    );
+    // The limit itself is accepted.
+    assert_eq!(MAX_ARRAY_DEPTH, 4);
+    let g = Gguf::parse(&nested_arrays(MAX_ARRAY_DEPTH as usize)).unwrap();
+    assert_eq!(g.metadata.len(), 1);
+    assert!(matches!(
+        Gguf::parse(&nested_arrays(MAX_ARRAY_DEPTH as usize + 1)),
+        Err(GgufError::ArraysTooDeep { .. })
+    ));
+}
+
+/// A file whose one array holds `count` u8 values: one byte each in the file, a whole
+/// `Value` (16 bytes on wasm32, 32 natively) each once parsed.
+fn u8_array(count: usize) -> Vec<u8> {
+    let mut v = 0u32.to_le_bytes().to_vec();
+    v.extend((count as u64).to_le_bytes());
+    v.resize(v.len() + count, 1);
+    one_kv("k", 9, &v)
+}
+
+#[test]
+fn metadata_memory_is_bounded_by_the_default_budget() {
+    // Just over the budget once parsed, from a file of 4 MiB natively (8 MiB on wasm32):
+    // refused before the array is allocated.
+    let count = (DEFAULT_HEADER_BUDGET / size_of::<Value>() as u64) as usize;
+    let err = Gguf::parse(&u8_array(count)).unwrap_err();
+    match err {
+        GgufError::HeaderTooLarge {
+            what,
+            needed,
+            limit,
+        } => {
+            assert_eq!(what, "k");
+            assert_eq!(limit, DEFAULT_HEADER_BUDGET);
+            assert!(needed > limit);
+        }
+        other => panic!("{other}"),
+    }
+    // A tenth of that parses.
+    assert!(Gguf::parse(&u8_array(count / 10)).is_ok());
+}
+
+#[test]
+fn every_allocation_of_the_header_is_charged_to_the_budget() {
+    let bytes = sample().to_bytes();
+    let used = Gguf::parse(&bytes).unwrap().memory;
+    assert!(used > 0);
+    assert_eq!(Gguf::parse_with_budget(&bytes, used).unwrap().memory, used);
+    // One byte less fails somewhere, whichever allocation comes last.
+    assert!(matches!(
+        Gguf::parse_with_budget(&bytes, used - 1),
+        Err(GgufError::HeaderTooLarge { .. })
+    ));
+    // Long strings, nested arrays and tensor tables are each charged.
+    let mut w = GgufWriter::new();
+    w.meta_str("s", &"x".repeat(10_000));
+    assert!(matches!(
+        Gguf::parse_with_budget(&w.to_bytes(), 5_000),
+        Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "s"
+    ));
+    let inner = Value::Array(ValueType::U8, vec![Value::U8(0); 1000]);
+    let mut w = GgufWriter::new();
+    w.meta("a", Value::Array(ValueType::Array, vec![inner; 10]));
+    assert!(matches!(
+        Gguf::parse_with_budget(&w.to_bytes(), 10_000),
+        Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "a"
+    ));
+    let mut w = GgufWriter::new();
+    for i in 0..100 {
+        w.tensor_f32(&format!("t{i}"), &[1], &[0.0]);
+    }
+    assert!(matches!(
+        Gguf::parse_with_budget(&w.to_bytes(), 1_000),
+        Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "the tensor table"
+    ));
+}
+
+#[test]
+fn empty_tensor_past_the_end_of_a_short_file_reads_as_empty() {
+    // Header of 57 bytes, one tensor of zero elements: its data "starts" at the aligned
+    // offset 64, past the end of the unpadded file.
+    let mut b = single_tensor("t", &[0], GgmlType::F32, 0);
+    b.truncate(57);
+    let file = GgufFile::from_bytes(b).unwrap();
+    assert_eq!(file.header.data_offset, 64);
+    let info = file.tensor_info("t").unwrap();
+    assert!(file.tensor_bytes(info).is_empty());
+    assert_eq!(file.tensor_f32("t").unwrap(), Vec::<f32>::new());
 }

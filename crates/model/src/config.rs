@@ -1,4 +1,4 @@
-use runahead_gguf::Metadata;
+use runahead_gguf::{GgufFile, Metadata};
 
 use crate::{ModelError, Result};
 
@@ -44,8 +44,55 @@ pub struct ModelConfig {
     pub qkv_bias: bool,
 }
 
+/// Largest hyper-parameters accepted. Each is at least 8x the largest public llama-family model
+/// (126 layers, width 16,384, FFN 53,248, 128 heads, 262,144-token vocabularies, 10M-token
+/// context), so no real model is refused, while a file cannot make an engine size anything
+/// by an absurd number, and every product of them stays far inside u64.
+const MAX_LAYERS: u64 = 1 << 10;
+const MAX_EMBD: u64 = 1 << 17;
+const MAX_FF: u64 = 1 << 20;
+const MAX_HEADS: u64 = 1 << 10;
+const MAX_CONTEXT: u64 = 1 << 24;
+const MAX_VOCAB: u64 = 1 << 22;
+
+/// Metadata key of the tokenizer's token list.
+const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
 impl ModelConfig {
-    /// Reads the configuration; `vocab_size` comes from the token embedding's shape.
+    /// Reads the configuration of a model file: hyper-parameters from its metadata, the
+    /// vocabulary size from its token embedding ([`ModelConfig::vocab_rows`]), which must have
+    /// a row for every token of the tokenizer.
+    pub fn from_file(file: &GgufFile) -> Result<Self> {
+        let vocab = Self::vocab_rows(file)?;
+        let meta = &file.header.metadata;
+        let config = Self::from_metadata(meta, vocab)?;
+        if let Some(tokens) = meta.get(TOKENS_KEY).and_then(|v| v.as_array()) {
+            if tokens.len() > vocab {
+                return Err(ModelError::VocabularyMismatch {
+                    tokens: tokens.len(),
+                    rows: vocab,
+                });
+            }
+        }
+        Ok(config)
+    }
+
+    /// The vocabulary size of a model file: the rows of its token embedding (GGML shape
+    /// `[n_embd, vocab]`). Engines, the CLI and the page all read it here, so they agree.
+    pub fn vocab_rows(file: &GgufFile) -> Result<usize> {
+        let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
+        match embd.shape[..] {
+            [_, rows] => bounded("token_embd.weight rows", rows, MAX_VOCAB),
+            _ => Err(ModelError::TensorShape {
+                name: embd.name.clone(),
+                expected: vec![0, 0],
+                found: embd.shape.clone(),
+            }),
+        }
+    }
+
+    /// Reads the configuration; `vocab_size` is the token embedding's rows. Every size is
+    /// checked (range, divisibility, derived products in u64) before an engine allocates by it.
     pub fn from_metadata(meta: &Metadata, vocab_size: usize) -> Result<Self> {
         let arch_name = meta.str("general.architecture")?;
         let arch = match arch_name {
@@ -54,48 +101,45 @@ impl ModelConfig {
             other => return Err(ModelError::UnsupportedArchitecture(other.to_owned())),
         };
         let key = |k: &str| format!("{arch_name}.{k}");
-        let usize_of = |k: &str| -> Result<usize> {
-            let v = meta.u64(&key(k))?;
-            usize::try_from(v)
-                .map_err(|_| ModelError::Config(format!("{} = {v} is too large", key(k))))
+        let dim = |k: &str, max: u64| bounded(&key(k), meta.u64(&key(k))?, max);
+        let opt_dim = |k: &str, max: u64| match meta.get(&key(k)) {
+            Some(_) => dim(k, max).map(Some),
+            None => Ok(None),
         };
-        let n_layers = usize_of("block_count")?;
-        let n_embd = usize_of("embedding_length")?;
-        let n_ff = usize_of("feed_forward_length")?;
-        let n_heads = usize_of("attention.head_count")?;
-        let n_kv_heads = match meta.get(&key("attention.head_count_kv")) {
-            Some(_) => usize_of("attention.head_count_kv")?,
-            None => n_heads,
-        };
-        if n_heads == 0 || n_kv_heads == 0 || n_embd % n_heads != 0 || n_heads % n_kv_heads != 0 {
-            return Err(ModelError::Config(format!(
-                "{n_heads} heads, {n_kv_heads} KV heads and width {n_embd} do not divide evenly"
-            )));
-        }
-        let head_dim = n_embd / n_heads;
-        let rope_dim = match meta.get(&key("rope.dimension_count")) {
-            Some(_) => usize_of("rope.dimension_count")?,
-            None => head_dim,
-        };
+        let vocab_size = bounded("vocabulary size", vocab_size as u64, MAX_VOCAB)?;
+        let n_layers = dim("block_count", MAX_LAYERS)?;
+        let n_embd = dim("embedding_length", MAX_EMBD)?;
+        let n_ff = dim("feed_forward_length", MAX_FF)?;
+        let n_heads = dim("attention.head_count", MAX_HEADS)?;
+        let n_kv_heads = opt_dim("attention.head_count_kv", MAX_HEADS)?.unwrap_or(n_heads);
+        let context_length = dim("context_length", MAX_CONTEXT)?;
+        let head_dim = head_dim(arch_name, n_embd, n_heads, n_kv_heads)?;
+        let rope_dim = opt_dim("rope.dimension_count", MAX_EMBD)?.unwrap_or(head_dim);
         if rope_dim > head_dim || rope_dim % 2 != 0 {
-            return Err(ModelError::Config(format!(
-                "RoPE dimension {rope_dim} vs head {head_dim}"
-            )));
+            return Err(invalid(
+                &key("rope.dimension_count"),
+                rope_dim,
+                format!("must be even and at most the head dimension {head_dim}"),
+            ));
         }
         let rope_base = match meta.get(&key("rope.freq_base")) {
             Some(_) => meta.f64(&key("rope.freq_base"))? as f32,
             None => 10000.0,
         };
+        positive_finite(&key("rope.freq_base"), rope_base)?;
         let rms_eps = meta.f64(&key("attention.layer_norm_rms_epsilon"))? as f32;
-        let context_length = usize_of("context_length")?;
+        if !(0.0..1.0).contains(&rms_eps) {
+            return Err(invalid(
+                &key("attention.layer_norm_rms_epsilon"),
+                rms_eps,
+                "must be in [0, 1)",
+            ));
+        }
         let (rope_mode, qkv_bias) = match arch {
             Architecture::Llama => (RopeMode::Normal, false),
             Architecture::Qwen2 => (RopeMode::Neox, true),
         };
-        if n_layers == 0 || n_ff == 0 || context_length == 0 || vocab_size == 0 {
-            return Err(ModelError::Config("a dimension is zero".into()));
-        }
-        Ok(ModelConfig {
+        let config = ModelConfig {
             arch,
             n_layers,
             n_embd,
@@ -110,12 +154,94 @@ impl ModelConfig {
             context_length,
             vocab_size,
             qkv_bias,
-        })
+        };
+        config.check_derived_sizes()?;
+        Ok(config)
     }
 
     /// Width of the K (and V) projection: `n_kv_heads * head_dim`.
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
+    }
+
+    /// Checks in u64 the sizes engines derive from the hyper-parameters: each weight matrix
+    /// must be addressable as one buffer here (usize is 32 bits on wasm32), and the KV cache
+    /// over the whole trained context must not overflow.
+    fn check_derived_sizes(&self) -> Result<()> {
+        let n = |v: usize| v as u64;
+        let (d, kv) = (n(self.n_embd), n(self.kv_dim()));
+        for (what, rows, cols) in [
+            ("token embedding", n(self.vocab_size), d),
+            ("feed-forward matrix", n(self.n_ff), d),
+            ("attention matrix", d, d),
+        ] {
+            let elements = product(what, &[rows, cols])?;
+            usize::try_from(elements).map_err(|_| {
+                invalid(
+                    what,
+                    elements,
+                    "elements: more than this platform can address",
+                )
+            })?;
+        }
+        product(
+            "KV cache",
+            &[n(self.n_layers), n(self.context_length), kv, 2],
+        )?;
+        Ok(())
+    }
+}
+
+/// Head width: `n_embd` must split evenly into `n_heads` heads, grouped evenly by the KV heads.
+fn head_dim(arch: &str, n_embd: usize, n_heads: usize, n_kv_heads: usize) -> Result<usize> {
+    if !n_embd.is_multiple_of(n_heads) {
+        let why = format!("is not a multiple of the {n_heads} attention heads");
+        return Err(invalid(&format!("{arch}.embedding_length"), n_embd, why));
+    }
+    if n_kv_heads > n_heads || !n_heads.is_multiple_of(n_kv_heads) {
+        let why = format!("is not a multiple of the {n_kv_heads} KV heads");
+        return Err(invalid(
+            &format!("{arch}.attention.head_count"),
+            n_heads,
+            why,
+        ));
+    }
+    Ok(n_embd / n_heads)
+}
+
+/// `v` as a usize in `1..=max`.
+fn bounded(what: &str, v: u64, max: u64) -> Result<usize> {
+    if v == 0 {
+        return Err(invalid(what, v, "must be at least 1"));
+    }
+    if v > max {
+        let why = format!("is more than {max}, beyond any model this runtime runs");
+        return Err(invalid(what, v, why));
+    }
+    usize::try_from(v).map_err(|_| invalid(what, v, "is more than this platform can address"))
+}
+
+fn positive_finite(what: &str, v: f32) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(what, v, "must be a positive finite number"))
+    }
+}
+
+/// The product of `factors`, or an error naming `what` when it overflows u64.
+fn product(what: &str, factors: &[u64]) -> Result<u64> {
+    factors
+        .iter()
+        .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+        .ok_or_else(|| invalid(what, format!("{factors:?}"), "overflows 64 bits"))
+}
+
+fn invalid(what: &str, value: impl std::fmt::Display, reason: impl Into<String>) -> ModelError {
+    ModelError::InvalidHyperParameter {
+        what: what.to_owned(),
+        value: value.to_string(),
+        reason: reason.into(),
     }
 }
 

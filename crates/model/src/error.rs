@@ -17,10 +17,31 @@ pub enum ModelError {
     },
     #[error("invalid model configuration: {0}")]
     Config(String),
+    /// A hyper-parameter, or a size derived from them, that is zero, inconsistent or beyond
+    /// any real model; found before anything is allocated by it.
+    #[error("invalid model: {what} = {value} {reason}")]
+    InvalidHyperParameter {
+        what: String,
+        value: String,
+        reason: String,
+    },
+    /// The tokenizer has tokens the token embedding has no row for; caught at load, not when
+    /// one of them is first typed or generated.
+    #[error(
+        "invalid model: the tokenizer has {tokens} tokens but the token embedding only {rows} rows"
+    )]
+    VocabularyMismatch { tokens: usize, rows: usize },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("chat template: {0}")]
     ChatTemplate(String),
+    /// Rendering ran out of its step budget: a template with runaway loops, which would
+    /// otherwise hang the page.
+    #[error("chat template: rendering took more than {limit} steps (runaway loops in the model's template)")]
+    ChatTemplateFuel { limit: u64 },
+    /// The rendered text grew past the size limit.
+    #[error("chat template: the rendered text exceeds {limit} bytes")]
+    ChatTemplateOutput { limit: usize },
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("context is full: {needed} positions needed, the context holds {context}")]

@@ -12,7 +12,7 @@ mod tensors;
 pub mod testing;
 mod tokenizer;
 
-pub use chat::{ChatMessage, ChatTemplate};
+pub use chat::{ChatMessage, ChatTemplate, TEMPLATE_FUEL, TEMPLATE_OUTPUT_SLACK};
 pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;

@@ -139,13 +139,32 @@ impl TinyModel {
     /// The GGUF bytes. Matrices rotate through the supported block formats so every format
     /// is exercised by every forward.
     pub fn to_gguf(&self) -> Vec<u8> {
+        self.writer().to_bytes()
+    }
+
+    /// [`TinyModel::to_gguf`] with metadata values replaced or added: a doctored file, for
+    /// tests of what the loaders refuse.
+    pub fn to_gguf_with_meta(&self, meta: &[(&str, Value)]) -> Vec<u8> {
+        let mut w = self.writer();
+        for (key, value) in meta {
+            w.set_meta(key, value.clone());
+        }
+        w.to_bytes()
+    }
+
+    /// The architecture's metadata key prefix (`llama`, `qwen2`).
+    pub fn arch_name(&self) -> &'static str {
+        match self.arch {
+            Architecture::Llama => "llama",
+            Architecture::Qwen2 => "qwen2",
+        }
+    }
+
+    fn writer(&self) -> GgufWriter {
         let mut rng = TestRng::new(self.seed);
         let (vocab_tokens, merges, types) = tiny_vocab();
         let vocab = vocab_tokens.len();
-        let arch = match self.arch {
-            Architecture::Llama => "llama",
-            Architecture::Qwen2 => "qwen2",
-        };
+        let arch = self.arch_name();
         let head_dim = self.n_embd / self.n_heads;
         let kv = self.n_kv_heads * head_dim;
         let mut w = GgufWriter::new();
@@ -273,7 +292,7 @@ impl TinyModel {
                 random_blocks(GgmlType::Q6_K, vocab * self.n_embd, 0.2, &mut rng),
             );
         }
-        w.to_bytes()
+        w
     }
 }
 

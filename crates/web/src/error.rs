@@ -111,10 +111,14 @@ impl From<ModelError> for WebError {
             | ModelError::UnsupportedTensorType { .. }
             | ModelError::TensorShape { .. }
             | ModelError::Config(_)
+            | ModelError::InvalidHyperParameter { .. }
+            | ModelError::VocabularyMismatch { .. }
             | ModelError::IncompatibleDraft(_)
             | ModelError::NoUsableLogit { .. } => Code::UnsupportedModel,
             ModelError::Tokenizer(_) => Code::Tokenizer,
-            ModelError::ChatTemplate(_) => Code::ChatTemplate,
+            ModelError::ChatTemplate(_)
+            | ModelError::ChatTemplateFuel { .. }
+            | ModelError::ChatTemplateOutput { .. } => Code::ChatTemplate,
             ModelError::ContextFull { .. } => Code::PromptTooLong,
             ModelError::TokenOutOfRange { .. } | ModelError::InvalidBatch(_) => Code::Internal,
             ModelError::Backend(inner) => {

@@ -66,11 +66,7 @@ impl Session {
     /// filled in by [`Session::set_engine`] once the weights are on the GPU).
     pub fn new(file: &GgufFile) -> Result<Self, WebError> {
         let meta = &file.header.metadata;
-        let vocab = file
-            .tensor_info("token_embd.weight")
-            .map(|t| t.shape.get(1).copied().unwrap_or(0) as usize)
-            .map_err(|e| unsupported(e.into()))?;
-        let config = ModelConfig::from_metadata(meta, vocab).map_err(unsupported)?;
+        let config = ModelConfig::from_file(file).map_err(unsupported)?;
         let tokenizer = Tokenizer::from_metadata(meta).map_err(unsupported)?;
         let template = match meta.str("tokenizer.chat_template") {
             Ok(source) => {

@@ -225,9 +225,9 @@ fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
 }
 
 pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
-    let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
-    let vocab = embd.shape.get(1).copied().unwrap_or(0) as usize;
-    let config = ModelConfig::from_metadata(&file.header.metadata, vocab)?;
+    // Checks every hyper-parameter, and the tokenizer against the embedding's rows.
+    let config = ModelConfig::from_file(file)?;
+    let vocab = config.vocab_size;
     let c = &config;
     let capacity = context.unwrap_or(DEFAULT_CONTEXT).min(c.context_length);
     if capacity == 0 {

@@ -46,15 +46,7 @@ pub struct CpuWeights {
 
 impl CpuWeights {
     pub fn load(file: &GgufFile) -> Result<Self> {
-        let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
-        if embd.shape.len() != 2 {
-            return Err(ModelError::TensorShape {
-                name: embd.name.clone(),
-                expected: vec![0, 0],
-                found: embd.shape.clone(),
-            });
-        }
-        let config = ModelConfig::from_metadata(&file.header.metadata, embd.shape[1] as usize)?;
+        let config = ModelConfig::from_file(file)?;
         let c = &config;
         // Every tensor's presence, shape and type before the first is decoded, and what the
         // f32 copies will take (usize is 32 bits on wasm32).
