@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{max_rel_diff, shape_ctxs};
+use common::{max_rel_diff, shape_ctxs, tiny_ctx};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::kernels::KernelShape;
@@ -210,4 +210,95 @@ fn nan_logits_are_an_error_not_token_zero() {
             top.rows
         );
     }
+}
+
+fn gpu_error(err: &ModelError) -> Option<&GpuError> {
+    match err {
+        ModelError::Backend(e) => e.downcast_ref::<GpuError>(),
+        _ => None,
+    }
+}
+
+/// The memory a model takes is planned before the first buffer: the plan adds up what the
+/// file's tensors and the KV cache really take, and a budget one byte short is refused with
+/// the need named, while the exact budget loads.
+#[test]
+fn a_model_over_the_memory_budget_is_refused_naming_its_need() {
+    let spec = TinyModel::llama();
+    let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let context = 48;
+    let plan = GpuModel::load(&tiny_ctx(), &file, Some(context))
+        .unwrap()
+        .memory();
+    let kv_dim = spec.n_kv_heads * spec.n_embd / spec.n_heads;
+    assert_eq!(
+        plan.kv_cache,
+        (2 * spec.n_layers * context * kv_dim * 4) as u64
+    );
+    let tensor_bytes: u64 = file.header.tensors.iter().map(|t| t.size).sum();
+    assert!(
+        plan.weights >= tensor_bytes,
+        "{plan:?} vs {tensor_bytes} bytes of tensors"
+    );
+
+    let mut tight = tiny_ctx();
+    tight.memory_budget = Some(plan.total() - 1);
+    let err = GpuModel::load(&tight, &file, Some(context))
+        .err()
+        .expect("one byte short of the plan");
+    match gpu_error(&err) {
+        Some(GpuError::OverMemoryBudget { needed, budget, .. }) => {
+            assert_eq!((*needed, *budget), (plan.total(), plan.total() - 1))
+        }
+        _ => panic!("{err:?}"),
+    }
+    tight.memory_budget = Some(plan.total());
+    GpuModel::load(&tight, &file, Some(context)).expect("the exact budget is enough");
+}
+
+/// A file whose metadata claims more layers than it holds fails at the first layer it lacks,
+/// before anything is sized from the claim: under a budget that fits the two real layers, the
+/// error is the missing tensor, not the 1000 claimed layers' KV cache (before, the KV cache of
+/// every claimed layer was allocated first).
+#[test]
+fn a_file_claiming_more_layers_than_it_holds_is_refused() {
+    let spec = TinyModel::llama();
+    let real = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let mut tight = tiny_ctx();
+    tight.memory_budget = Some(
+        GpuModel::load(&tight, &real, None)
+            .unwrap()
+            .memory()
+            .total(),
+    );
+    let key = format!("{}.block_count", spec.arch_name());
+    let bytes = spec.to_gguf_with_meta(&[(&key, runahead_gguf::Value::U32(1000))]);
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let err = GpuModel::load(&tight, &file, None)
+        .err()
+        .expect("a model with 998 missing layers");
+    let missing = format!("blk.{}.", spec.n_layers);
+    assert!(err.to_string().contains(&missing), "{err}");
+    assert!(
+        gpu_error(&err).is_none(),
+        "a model error, not a device one: {err:?}"
+    );
+}
+
+/// A context whose KV cache or attention scores no binding can hold is refused before loading,
+/// naming the limit, instead of allocating the activations first.
+#[test]
+fn a_context_larger_than_the_device_can_hold_is_a_limit_error() {
+    let spec = TinyModel {
+        context: 1 << 24,
+        ..TinyModel::llama()
+    };
+    let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let err = GpuModel::load(&tiny_ctx(), &file, Some(1 << 24))
+        .err()
+        .expect("16M tokens of attention scores exceed any binding");
+    assert!(
+        matches!(gpu_error(&err), Some(GpuError::LimitTooSmall { .. })),
+        "{err:?}"
+    );
 }

@@ -89,7 +89,7 @@ impl From<GpuError> for WebError {
             GpuError::NoAdapter(_) => Code::NoWebGpu,
             GpuError::RequestDevice(_) | GpuError::LimitTooSmall { .. } => Code::AdapterLimits,
             GpuError::DeviceLost(_) => Code::DeviceLost,
-            GpuError::OutOfMemory(_) => Code::OutOfMemory,
+            GpuError::OutOfMemory(_) | GpuError::OverMemoryBudget { .. } => Code::OutOfMemory,
             GpuError::UnsupportedType { .. } => Code::UnsupportedModel,
             GpuError::Validation(_) | GpuError::Readback(_) => Code::Gpu,
         };
