@@ -154,7 +154,8 @@ fn gpu_tree_rows_equal_chains_and_rollback_is_clean() {
 }
 
 /// A lost device (destroyed on purpose here; in a page: a driver reset, a GPU process crash)
-/// is a typed error on every later call, not a panic or a hang.
+/// is a typed error on every later call, not a panic or a hang; a new device then loads the
+/// same file and gives the same results.
 #[test]
 fn a_lost_device_is_a_typed_error() {
     // Its own device: destroying the shared one would break the other tests.
@@ -169,7 +170,7 @@ fn a_lost_device_is_a_typed_error() {
     };
     let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
     let mut m = GpuModel::load(&ctx, &file, None).unwrap();
-    block_on(m.forward_argmax(&Batch::causal(&PROMPT, 0))).unwrap();
+    let before = block_on(m.forward_argmax(&Batch::causal(&PROMPT, 0))).unwrap();
     ctx.device.destroy();
     for step in 0..2 {
         let at = m.cache_len();
@@ -184,6 +185,15 @@ fn a_lost_device_is_a_typed_error() {
             "step {step}: {err:?}"
         );
     }
+    // What a page does next: a new device, the same file loaded again, the same results.
+    let fresh = block_on(GpuContext::new(GpuOptions {
+        shape: Some(KernelShape::EMULATED_QUICK_COMPILE),
+        ..GpuOptions::default()
+    }))
+    .unwrap();
+    let mut reloaded = GpuModel::load(&fresh, &file, None).unwrap();
+    let after = block_on(reloaded.forward_argmax(&Batch::causal(&PROMPT, 0))).unwrap();
+    assert_eq!(after, before, "the reloaded model on a new device");
 }
 
 /// A model whose logits are all NaN (corrupt weights): the device argmax reports it as an

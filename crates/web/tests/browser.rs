@@ -142,6 +142,32 @@ async fn greedy_generation_streams_the_cpu_reference_tokens_and_cancels_cleanly(
         );
     }
 
+    // A second generate while one streams is refused with `busy`, and the first one's output
+    // is what it would have been alone.
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let refused: Rc<RefCell<Option<js_sys::Promise>>> = Rc::default();
+    let on_token = {
+        let (engine, refused) = (engine.clone(), refused.clone());
+        recorder(seen.clone(), move |count| {
+            if count == 2 {
+                *refused.borrow_mut() = Some(engine.generate("x".into(), JsValue::UNDEFINED, None));
+            }
+            true
+        })
+    };
+    let result = run(&engine, r#"{"maxTokens": 24}"#, Some(&on_token))
+        .await
+        .expect("the first generation runs to its end");
+    assert_eq!(token_ids(&result), want);
+    let busy = refused
+        .borrow_mut()
+        .take()
+        .expect("second generate attempted");
+    let busy = JsFuture::from(busy)
+        .await
+        .expect_err("second generate refused");
+    assert_eq!(code(&busy), "busy");
+
     // cancel() from inside the stream after 3 tokens; a second generate meanwhile is refused.
     let seen = Rc::new(RefCell::new(Seen::default()));
     let refused: Rc<RefCell<Option<js_sys::Promise>>> = Rc::default();
