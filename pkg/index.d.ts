@@ -153,4 +153,7 @@ export class Runahead {
 
 export function initialize(wasmUrl?: string | URL): Promise<unknown>;
 
+/** Bytes of the WebAssembly memory (it only grows: after a load, its peak); 0 before init. */
+export function wasmMemoryBytes(): Promise<number>;
+
 export default Runahead;

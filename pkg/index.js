@@ -2,7 +2,7 @@
 // reads the model (URL with download progress, File/Blob, or bytes), streams tokens as an async
 // iterator, maps AbortSignal to cancel(), and turns every failure into a RunaheadError.
 
-import init, { Engine } from './wasm/runahead.js';
+import init, { Engine, ModelBytes } from './wasm/runahead.js';
 
 /** An error with a stable `code` (see README.md) and a message a person can act on. */
 export class RunaheadError extends Error {
@@ -33,6 +33,15 @@ let wasmReady = null;
  * Loads and instantiates the WebAssembly module (once; `Runahead.load` calls it). `wasmUrl`
  * overrides where `runahead_bg.wasm` is fetched from (default: next to this package's files).
  */
+/**
+ * Bytes of the WebAssembly memory (it only grows: after a load, its peak), or 0 before the
+ * module is initialized. For measuring what a model costs the page.
+ */
+export async function wasmMemoryBytes() {
+  const exports = await wasmReady;
+  return exports?.memory?.buffer.byteLength ?? 0;
+}
+
 export function initialize(wasmUrl) {
   wasmReady ??= init(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl }).catch((e) => {
     wasmReady = null;
@@ -41,29 +50,52 @@ export function initialize(wasmUrl) {
   return wasmReady;
 }
 
-// Reads a stream to one Uint8Array, reporting progress after every chunk.
+// Chunks are read into one reused buffer of this size (where the stream is a byte stream, as
+// fetch bodies and Blob streams are) and copied from it into WebAssembly memory.
+const CHUNK_BYTES = 1 << 20;
+
+// Reads a stream straight into WebAssembly memory (a ModelBytes of `total` bytes, or growing
+// when the total is unknown), reporting progress after every chunk. With a byte stream, every
+// read fills the same buffer, so the page holds the model once plus one chunk: a default reader
+// would hand out a new buffer per chunk, garbage that piles up faster than it is collected.
 async function readStream(stream, total, onProgress, signal) {
-  const reader = stream.getReader();
-  const chunks = [];
+  let reader;
+  let buffer = null;
+  try {
+    reader = stream.getReader({ mode: 'byob' });
+    buffer = new ArrayBuffer(CHUNK_BYTES);
+  } catch {
+    reader = stream.getReader();
+  }
+  let bytes;
+  try {
+    bytes = new ModelBytes(total ?? 0);
+  } catch (e) {
+    await reader.cancel();
+    throw toRunaheadError(e, 'out_of_memory');
+  }
   let loaded = 0;
   onProgress?.({ loaded, total });
-  for (;;) {
-    if (signal?.aborted) {
-      await reader.cancel();
-      throw abortError('loading the model');
+  try {
+    for (;;) {
+      if (signal?.aborted) {
+        await reader.cancel();
+        throw abortError('loading the model');
+      }
+      const { done, value } = buffer
+        ? await reader.read(new Uint8Array(buffer, 0, buffer.byteLength))
+        : await reader.read();
+      if (done) break;
+      if (total === undefined) bytes.push(value);
+      else bytes.write(loaded, value);
+      loaded += value.byteLength;
+      // The read transferred the buffer into `value`: take it back for the next read.
+      if (buffer) buffer = value.buffer;
+      onProgress?.({ loaded, total });
     }
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    loaded += value.byteLength;
-    onProgress?.({ loaded, total });
-  }
-  if (chunks.length === 1) return chunks[0];
-  const bytes = new Uint8Array(loaded);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
+  } catch (e) {
+    bytes.free();
+    throw e;
   }
   return bytes;
 }
@@ -200,10 +232,25 @@ export class Runahead {
    */
   static async load(source, { context, onProgress, signal, wasmUrl } = {}) {
     await initialize(wasmUrl);
+    if (typeof navigator !== 'undefined' && !navigator.gpu) {
+      // Before any model byte is fetched.
+      throw new RunaheadError(
+        'no_webgpu',
+        'this browser does not expose WebGPU (navigator.gpu is missing): use a recent Chrome, ' +
+          'Edge or Safari, or enable WebGPU in the browser\'s settings',
+      );
+    }
     const bytes = await readSource(source, onProgress, signal);
-    if (signal?.aborted) throw abortError('loading the model');
+    if (signal?.aborted) {
+      if (bytes instanceof ModelBytes) bytes.free();
+      throw abortError('loading the model');
+    }
     try {
-      return new Runahead(await Engine.load(bytes, { context }));
+      const options = { context };
+      const engine = bytes instanceof ModelBytes
+        ? await Engine.loadModelBytes(bytes, options)
+        : await Engine.load(bytes, options);
+      return new Runahead(engine);
     } catch (e) {
       throw toRunaheadError(e);
     }

@@ -1,8 +1,6 @@
 //! Weight tensors on the GPU, still in their GGUF block formats. A matrix larger than the
 //! device's storage-binding limit is split by rows into pieces that each fit one binding.
 
-use wgpu::util::DeviceExt;
-
 use runahead_gguf::GgmlType;
 
 use crate::{kernels, GpuContext, GpuError};
@@ -67,15 +65,8 @@ impl GpuMatrix {
         let mut row_start = 0;
         while row_start < rows {
             let n = rows_per_piece.min(rows - row_start);
-            let mut data = bytes[row_start * row_bytes..(row_start + n) * row_bytes].to_vec();
-            data.resize(data.len().div_ceil(4) * 4, 0);
-            let buffer = ctx
-                .device
-                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                    label: Some(name),
-                    contents: &data,
-                    usage: wgpu::BufferUsages::STORAGE,
-                });
+            let data = &bytes[row_start * row_bytes..(row_start + n) * row_bytes];
+            let buffer = upload_words(ctx, name, data);
             pieces.push(Piece {
                 buffer,
                 row_start,
@@ -92,4 +83,26 @@ impl GpuMatrix {
             pieces,
         })
     }
+}
+
+/// A storage buffer holding `data` padded with zeros to whole 32-bit words. Written from the
+/// caller's bytes (in a page: a view of WebAssembly memory), with no copy of the piece but its
+/// last partial word: a model's bytes are held once.
+fn upload_words(ctx: &GpuContext, name: &str, data: &[u8]) -> wgpu::Buffer {
+    let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(name),
+        size: (data.len().div_ceil(4) * 4).max(4) as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let whole = data.len() / 4 * 4;
+    if whole > 0 {
+        ctx.queue.write_buffer(&buffer, 0, &data[..whole]);
+    }
+    if whole < data.len() {
+        let mut tail = [0u8; 4];
+        tail[..data.len() - whole].copy_from_slice(&data[whole..]);
+        ctx.queue.write_buffer(&buffer, whole as u64, &tail);
+    }
+    buffer
 }

@@ -18,6 +18,8 @@ pub enum Code {
     OutOfMemory,
     /// Any other GPU failure (validation, readback): a bug worth reporting.
     Gpu,
+    /// The model's bytes did not arrive whole (the download ended early, the file changed).
+    Fetch,
     /// The bytes are not a valid GGUF file.
     Gguf,
     /// A valid GGUF the engine cannot run (architecture, tensor type, tokenizer, shapes).
@@ -48,6 +50,7 @@ impl Code {
             Code::DeviceLost => "device_lost",
             Code::OutOfMemory => "out_of_memory",
             Code::Gpu => "gpu",
+            Code::Fetch => "fetch",
             Code::Gguf => "gguf",
             Code::UnsupportedModel => "unsupported_model",
             Code::ChatTemplate => "chat_template",

@@ -8,6 +8,7 @@
 
 mod error;
 mod generation;
+mod model_bytes;
 mod options;
 mod pacing;
 mod session;
@@ -24,6 +25,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::{Code, WebError};
 use crate::generation::Drafters;
+pub use crate::model_bytes::ModelBytes;
 use crate::options::{GenerateOptions, LoadOptions};
 use crate::pacing::Paced;
 use crate::session::Session;
@@ -52,6 +54,14 @@ impl Engine {
     pub async fn load(bytes: Vec<u8>, options: JsValue) -> Result<Engine, JsValue> {
         console_error_panic_hook::set_once();
         Ok(load_engine(bytes, &options).await?)
+    }
+
+    /// Like `load`, from bytes already written into WebAssembly memory ([`ModelBytes`]): the
+    /// engine takes them as they are, so the page holds the model once.
+    #[wasm_bindgen(js_name = loadModelBytes)]
+    pub async fn load_model_bytes(bytes: ModelBytes, options: JsValue) -> Result<Engine, JsValue> {
+        console_error_panic_hook::set_once();
+        Ok(load_engine(bytes.into_bytes()?, &options).await?)
     }
 
     /// Architecture, sizes, tensor types, special tokens, whether a chat template is present,
