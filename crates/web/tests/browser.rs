@@ -11,7 +11,7 @@ use std::rc::Rc;
 use runahead_gguf::GgufFile;
 use runahead_model::testing::TinyModel;
 use runahead_model::{argmax, Batch, CpuModel, LanguageModel, Tokenizer};
-use runahead_web::Engine;
+use runahead_web::{Engine, ModelBytes};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -229,6 +229,32 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
         .err()
         .expect("context 0 is refused");
     assert_eq!(code(&error), "invalid_option");
+
+    // A model streamed into WebAssembly memory: a chunk past the size the download announced,
+    // a download that ends early, and a size no page can hold are errors, not panics.
+    let file = TinyModel::llama().to_gguf();
+    let mut bytes = ModelBytes::new(file.len() as f64).expect("reserved");
+    let error = bytes
+        .write(8.0, &file)
+        .expect_err("a chunk past the announced size");
+    assert_eq!(code(&error), "fetch");
+    bytes.write(0.0, &file[..100]).expect("the first chunk");
+    let error = Engine::load_model_bytes(bytes, JsValue::UNDEFINED)
+        .await
+        .err()
+        .expect("only 100 bytes arrived");
+    assert_eq!(code(&error), "fetch", "{error:?}");
+    for size in [1e15, -1.0, 0.5] {
+        let error = ModelBytes::new(size).err().expect("an impossible size");
+        assert_eq!(code(&error), "out_of_memory", "{size}");
+    }
+    let mut bytes = ModelBytes::new(0.0).expect("size unknown");
+    for chunk in file.chunks(1000) {
+        bytes.push(chunk).expect("appended");
+    }
+    Engine::load_model_bytes(bytes, JsValue::UNDEFINED)
+        .await
+        .expect("a model streamed without a known size loads");
 
     let engine = load(TinyModel::qwen2().to_gguf())
         .await
