@@ -12,7 +12,7 @@ use runahead_gguf::GgufFile;
 use runahead_gpu::GpuContext;
 use runahead_gpu::GpuModel;
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::{Batch, LanguageModel, Logits, ModelConfig};
+use runahead_model::{argmax_rows, Batch, LanguageModel, Logits, ModelConfig, TopLogits};
 use runahead_speculate::{
     generate_with, AutoDrafter, CostModel, Depth, Drafter, GenerateOptions, Generation,
     ModelDrafter, NgramDrafter, SamplingParams, SuffixDrafter,
@@ -125,7 +125,7 @@ fn every_drafter_equals_plain_greedy(ctx: &GpuContext, n: u32) {
 }
 
 /// A GPU model that reads whole rows back: `forward_top_k` falls back to selecting from the
-/// logits on the CPU (the trait's default), which is what the device selection must equal.
+/// logits on the CPU, which is what the device selection must equal.
 struct WholeRows(GpuModel);
 
 impl LanguageModel for WholeRows {
@@ -140,6 +140,16 @@ impl LanguageModel for WholeRows {
     }
     async fn forward(&mut self, batch: &Batch) -> runahead_model::Result<Logits> {
         self.0.forward(batch).await
+    }
+    async fn forward_argmax(&mut self, batch: &Batch) -> runahead_model::Result<Vec<u32>> {
+        argmax_rows(&self.0.forward(batch).await?)
+    }
+    async fn forward_top_k(
+        &mut self,
+        batch: &Batch,
+        k: usize,
+    ) -> runahead_model::Result<TopLogits> {
+        Ok(TopLogits::of(&self.0.forward(batch).await?, k))
     }
     fn truncate(&mut self, len: usize) {
         self.0.truncate(len)

@@ -7,7 +7,7 @@
 mod math;
 mod weights;
 
-use crate::lm::{Batch, LanguageModel, Logits};
+use crate::lm::{argmax_rows, Batch, LanguageModel, Logits, TopLogits};
 use crate::{ModelConfig, ModelError, Result};
 use runahead_gguf::GgufFile;
 
@@ -125,6 +125,14 @@ impl LanguageModel for CpuModel {
 
     fn capacity(&self) -> usize {
         self.cache.capacity
+    }
+
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        argmax_rows(&self.forward(batch).await?)
+    }
+
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
+        Ok(TopLogits::of(&self.forward(batch).await?, k))
     }
 
     async fn forward(&mut self, batch: &Batch) -> Result<Logits> {

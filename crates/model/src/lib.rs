@@ -16,7 +16,9 @@ pub use chat::{ChatMessage, ChatTemplate, TEMPLATE_FUEL, TEMPLATE_OUTPUT_SLACK};
 pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;
-pub use lm::{argmax, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask, TopLogits};
+pub use lm::{
+    argmax, argmax_rows, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask, TopLogits,
+};
 pub use tensors::{check_tensors, TensorSpec, TensorTotals};
 pub use tokenizer::{TokenDecoder, Tokenizer};
 

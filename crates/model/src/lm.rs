@@ -203,6 +203,21 @@ pub fn top_k_of(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     all
 }
 
+/// Each row's argmax, or [`ModelError::NoUsableLogit`] for a row whose logits are all NaN or
+/// -inf: [`LanguageModel::forward_argmax`] for engines that select on the CPU.
+pub fn argmax_rows(logits: &Logits) -> Result<Vec<u32>> {
+    (0..logits.n_rows())
+        .map(|row| {
+            // NaN compares false: only a value above -inf can be picked.
+            if logits.row(row).iter().any(|&v| v > f32::NEG_INFINITY) {
+                Ok(logits.argmax(row))
+            } else {
+                Err(ModelError::NoUsableLogit { row })
+            }
+        })
+        .collect()
+}
+
 /// `ln(sum(exp(v)))` over the finite values of `row`, -inf when there is none.
 pub fn log_sum_exp(row: &[f32]) -> f32 {
     let finite = || row.iter().copied().filter(|v| v.is_finite());
@@ -234,30 +249,20 @@ pub trait LanguageModel {
     /// Runs the block and returns its logits (`batch.len()` rows).
     async fn forward(&mut self, batch: &Batch) -> Result<Logits>;
 
-    /// Like [`LanguageModel::forward`] but returns only each row's argmax; engines that can
-    /// reduce on the device override this to avoid reading back whole vocabularies. A row
-    /// whose logits are all NaN or -inf is [`ModelError::NoUsableLogit`].
-    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
-        let logits = self.forward(batch).await?;
-        (0..logits.n_rows())
-            .map(|row| {
-                // NaN compares false: only a value above -inf can be picked.
-                if logits.row(row).iter().any(|&v| v > f32::NEG_INFINITY) {
-                    Ok(logits.argmax(row))
-                } else {
-                    Err(ModelError::NoUsableLogit { row })
-                }
-            })
-            .collect()
-    }
+    // The engine calls have no default bodies, so a wrapper of another model (a pacing or
+    // counting layer) that forgets one does not compile, instead of silently falling back to a
+    // slower path.
+
+    /// Like [`LanguageModel::forward`] but returns only each row's argmax, so engines that
+    /// reduce on the device read back a few bytes instead of whole vocabularies (engines that
+    /// select on the CPU return [`argmax_rows`] of their logits). A row whose logits are all
+    /// NaN or -inf is [`ModelError::NoUsableLogit`].
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>>;
 
     /// Like [`LanguageModel::forward`] but returns only each row's `k` largest logits and its
-    /// softmax normalizer ([`TopLogits`]); engines that can select on the device override
-    /// this to avoid reading back whole vocabularies.
-    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
-        let logits = self.forward(batch).await?;
-        Ok(TopLogits::of(&logits, k))
-    }
+    /// softmax normalizer ([`TopLogits`]; engines that select on the CPU return
+    /// [`TopLogits::of`] their logits).
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits>;
 
     /// Drops cache entries `len..`. O(1).
     fn truncate(&mut self, len: usize);

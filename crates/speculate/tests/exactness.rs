@@ -14,7 +14,8 @@ use std::ops::ControlFlow;
 use pollster::block_on;
 use runahead_model::testing::TestRng;
 use runahead_model::{
-    Architecture, Batch, LanguageModel, Logits, Mask, ModelConfig, ModelError, RopeMode,
+    argmax_rows, Architecture, Batch, LanguageModel, Logits, Mask, ModelConfig, ModelError,
+    RopeMode, TopLogits,
 };
 use runahead_speculate::{
     generate_with, ready, Depth, Distribution, Draft, DraftRequest, Drafter, GenerateOptions,
@@ -73,6 +74,12 @@ impl LanguageModel for Markov {
     }
     fn capacity(&self) -> usize {
         64
+    }
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>, ModelError> {
+        argmax_rows(&self.forward(batch).await?)
+    }
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits, ModelError> {
+        Ok(TopLogits::of(&self.forward(batch).await?, k))
     }
     async fn forward(&mut self, batch: &Batch) -> Result<Logits, ModelError> {
         batch.validate(V, self.cache.len(), 64)?;

@@ -1,7 +1,7 @@
 //! Gives the page a turn before every forward pass, so input events are handled and streamed
 //! tokens are painted while a generation runs on the same thread.
 
-use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, Result};
+use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, Result, TopLogits};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -55,6 +55,11 @@ impl<M: LanguageModel> LanguageModel for Paced<'_, M> {
     async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
         yield_now().await;
         self.inner.forward_argmax(batch).await
+    }
+
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
+        yield_now().await;
+        self.inner.forward_top_k(batch, k).await
     }
 
     fn truncate(&mut self, len: usize) {
