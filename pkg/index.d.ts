@@ -77,6 +77,8 @@ export interface Chunk {
 /** The same fields as `runahead generate --json` prints. */
 export interface GenerationStats {
   prompt_tokens: number;
+  /** Leading prompt tokens reused from the previous generation's cache. */
+  cached_tokens: number;
   generated_tokens: number;
   /** Forward passes of the model after the prompt. */
   target_forwards: number;

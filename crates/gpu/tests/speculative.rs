@@ -14,8 +14,8 @@ use runahead_gpu::GpuModel;
 use runahead_model::testing::{TestRng, TinyModel};
 use runahead_model::{argmax_rows, Batch, LanguageModel, Logits, ModelConfig, TopLogits};
 use runahead_speculate::{
-    generate_with, AutoDrafter, CostModel, Depth, Drafter, GenerateOptions, Generation,
-    ModelDrafter, NgramDrafter, SamplingParams, SuffixDrafter,
+    generate_cached, generate_with, AutoDrafter, CostModel, Depth, Drafter, GenerateOptions,
+    Generation, KvTokens, ModelDrafter, NgramDrafter, SamplingParams, SuffixDrafter,
 };
 
 fn run(m: &mut GpuModel, d: Option<&mut dyn Drafter>, prompt: &[u32], depth: Depth) -> Generation {
@@ -224,4 +224,52 @@ fn top_k_sampling_on_the_device_equals_sampling_from_whole_rows() {
         }
     }
     assert!(drafted > 0, "the drafters never drafted");
+}
+
+/// A follow-up turn on the GPU engine prefills only what is new and gives the tokens of a
+/// generation that computes everything (the engine is batch-invariant, so an entry does not
+/// depend on the block it was computed in).
+#[test]
+fn a_follow_up_turn_reuses_the_cache_on_the_gpu() {
+    let file = GgufFile::from_bytes(TinyModel::llama().to_gguf()).unwrap();
+    let mut m = GpuModel::load(&tiny_ctx(), &file, None).unwrap();
+    let mut cached = KvTokens::default();
+    let mut drafter = SuffixDrafter::default();
+    let opts = GenerateOptions {
+        max_tokens: 10,
+        sampling: SamplingParams::greedy(),
+        depth: Depth::Fixed(4),
+        ..GenerateOptions::default()
+    };
+    let first: Vec<u32> = (0..20).map(|j| 3 + (j * 5) % 13).collect();
+    let g1 = block_on(generate_cached(
+        &mut m,
+        Some(&mut drafter),
+        &mut cached,
+        &first,
+        &opts,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    let second: Vec<u32> = first
+        .iter()
+        .chain(&g1.tokens)
+        .chain(&[50, 51, 52])
+        .copied()
+        .collect();
+    let g2 = block_on(generate_cached(
+        &mut m,
+        Some(&mut drafter),
+        &mut cached,
+        &second,
+        &opts,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    assert_eq!(g2.stats.cached_tokens, first.len() + g1.tokens.len() - 1);
+    let mut fresh = GpuModel::load(&tiny_ctx(), &file, None).unwrap();
+    let want = run(&mut fresh, None, &second, Depth::default());
+    assert_eq!(g2.tokens[..8], want.tokens[..]);
 }

@@ -98,6 +98,9 @@ pub struct DrafterStats {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     pub prompt_tokens: usize,
+    /// Leading prompt tokens whose cache entries the previous generation left (not computed
+    /// again; [`generate_cached`]).
+    pub cached_tokens: usize,
     pub generated_tokens: usize,
     /// Forward passes of the target after prefill.
     pub target_forwards: usize,
@@ -220,7 +223,56 @@ pub async fn generate<M: LanguageModel>(
 /// told the whole sequence ([`Drafter::finish`]), so drafters that learn across requests can.
 pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     model: &mut M,
+    drafter: Option<&mut D>,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    is_end: impl Fn(u32) -> bool,
+    on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
+) -> Result<Generation, GenerateError> {
+    let mut fresh = KvTokens::default();
+    generate_cached(model, drafter, &mut fresh, prompt, opts, is_end, on_token).await
+}
+
+/// The tokens whose entries a model's KV cache holds, in slot order, as the last generation
+/// left them: what the next generation on the same model can keep instead of computing again.
+///
+/// Invariant: only [`generate_cached`] on the one model it describes changes it; anything else
+/// that runs that model (another generation without this record, a test's forward) must
+/// [`KvTokens::clear`] it, or the next generation would reuse entries of other tokens.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KvTokens(Vec<u32>);
+
+impl KvTokens {
+    pub fn tokens(&self) -> &[u32] {
+        &self.0
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// How many leading tokens of `prompt` the cache already holds, leaving at least the last
+    /// one to compute (its logits pick the first new token).
+    fn reusable(&self, prompt: &[u32], cache_len: usize) -> usize {
+        let common = self
+            .0
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        common.min(cache_len).min(prompt.len().saturating_sub(1))
+    }
+}
+
+/// [`generate_with`] that keeps what the model's cache already holds: the longest common
+/// prefix of `cached` and `prompt` is not computed again (a chat's follow-up turn prefills only
+/// its new messages), and `cached` is left describing the cache for the next call. The output
+/// is what a fresh generation gives: the engines are batch-invariant, so an entry does not
+/// depend on the block it was computed in.
+pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
+    model: &mut M,
     mut drafter: Option<&mut D>,
+    cached: &mut KvTokens,
     prompt: &[u32],
     opts: &GenerateOptions,
     is_end: impl Fn(u32) -> bool,
@@ -255,16 +307,21 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     }
 
     let start = Instant::now();
-    model.truncate(0);
-    let chunks: Vec<&[u32]> = prompt.chunks(PREFILL_CHUNK).collect();
+    // Taken out until the end: a generation that fails leaves no record, so the next one
+    // computes everything instead of trusting a cache this one left half-written.
+    let previous = std::mem::take(cached);
+    let reused = previous.reusable(prompt, model.cache_len());
+    stats.cached_tokens = reused;
+    model.truncate(reused);
+    let chunks: Vec<&[u32]> = prompt[reused..].chunks(PREFILL_CHUNK).collect();
     let (last, before) = chunks.split_last().ok_or(GenerateError::EmptyPrompt)?;
     for (i, chunk) in before.iter().enumerate() {
         // Only the cache entries matter: read back as little as the engine can.
         model
-            .forward_argmax(&Batch::causal(chunk, i * PREFILL_CHUNK))
+            .forward_argmax(&Batch::causal(chunk, reused + i * PREFILL_CHUNK))
             .await?;
     }
-    let batch = Batch::causal(last, before.len() * PREFILL_CHUNK);
+    let batch = Batch::causal(last, reused + before.len() * PREFILL_CHUNK);
     let scores = Scores::forward(model, &batch, &sampler.params).await?;
     let mut next = sampler.pick(&scores, scores.n_rows() - 1)?;
     let mut next_from = Provenance::Target;
@@ -383,6 +440,12 @@ pub async fn generate_with<M: LanguageModel, D: Drafter + ?Sized>(
     if let Some(d) = drafter {
         d.finish(prompt.len(), &history);
     }
+    // The cache holds the emitted tokens but the last (never fed back), and may hold verified
+    // draft tokens after a cancel that were never emitted: keep what matches `history`.
+    let kept = model.cache_len().min(history.len());
+    model.truncate(kept);
+    history.truncate(kept);
+    *cached = KvTokens(history);
     stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
     stats.generated_tokens = out.tokens.len();
     out.stats = stats;

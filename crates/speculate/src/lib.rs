@@ -20,8 +20,8 @@ pub use depth::{Adaptive, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
-    generate, generate_with, DrafterStats, GenerateError, GenerateOptions, Generation, Provenance,
-    Stats, StopReason, MAX_DRAFT,
+    generate, generate_cached, generate_with, DrafterStats, GenerateError, GenerateOptions,
+    Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT,
 };
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;

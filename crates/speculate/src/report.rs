@@ -52,6 +52,7 @@ pub fn generation_json(
         "text": tokenizer.decode(&text_tokens),
         "stats": {
             "prompt_tokens": s.prompt_tokens,
+            "cached_tokens": s.cached_tokens,
             "generated_tokens": s.generated_tokens,
             "target_forwards": s.target_forwards,
             "drafted": s.drafted,

@@ -9,9 +9,10 @@ use runahead_gguf::GgufFile;
 use runahead_model::testing::{TestRng, TinyModel};
 use runahead_model::{Batch, CpuModel, LanguageModel, ModelError, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate, generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest,
-    Drafter, GenerateError, GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter,
-    Provenance, SamplingError, SamplingParams, SuffixDrafter,
+    calibrate, generate, generate_cached, generate_with, ready, AutoDrafter, CostModel, Depth,
+    Draft, DraftRequest, Drafter, GenerateError, GenerateOptions, Generation, KvTokens,
+    LocalFuture, ModelDrafter, NgramDrafter, Provenance, SamplingError, SamplingParams,
+    SuffixDrafter,
 };
 
 fn opts(max_tokens: usize, depth: Depth) -> GenerateOptions {
@@ -381,4 +382,75 @@ fn drafters_equal_plain_greedy_on_smollm2() {
         forwards < plain_forwards,
         "repetitive prompts must save target forwards"
     );
+}
+
+/// A follow-up turn prefills only what is new: the cache keeps the first turn's prompt and
+/// output, the second prompt (the first, its answer, new text) reuses all of it, and the tokens
+/// equal a generation that computes everything; a prompt that shares only a prefix reuses just
+/// that prefix. With every drafter, whose own state (a draft model's cache) must follow.
+#[test]
+fn a_follow_up_turn_prefills_only_what_is_new() {
+    let file = tiny(&TinyModel::llama());
+    let drafters: Vec<(&str, Option<Box<dyn Drafter>>)> = vec![
+        ("plain", None),
+        ("suffix", Some(Box::new(SuffixDrafter::default()))),
+        (
+            "model",
+            Some(Box::new(ModelDrafter::new(
+                CpuModel::load(&file, None).unwrap(),
+            ))),
+        ),
+    ];
+    for (name, mut drafter) in drafters {
+        let mut m = CpuModel::load(&file, None).unwrap();
+        let mut reference = CpuModel::load(&file, None).unwrap();
+        let mut cached = KvTokens::default();
+        let o = opts(12, Depth::Fixed(4));
+        let turn =
+            |m: &mut CpuModel, c: &mut KvTokens, d: &mut Option<Box<dyn Drafter>>, p: &[u32]| {
+                block_on(generate_cached(
+                    m,
+                    d.as_deref_mut(),
+                    c,
+                    p,
+                    &o,
+                    |_| false,
+                    |_, _| ControlFlow::Continue(()),
+                ))
+                .unwrap()
+            };
+        let first: Vec<u32> = (0..20).map(|j| 3 + (j * 7) % 11).collect();
+        let g1 = turn(&mut m, &mut cached, &mut drafter, &first);
+        assert_eq!(g1.stats.cached_tokens, 0, "{name}");
+
+        let mut second = first.clone();
+        second.extend(&g1.tokens);
+        second.extend([40, 41, 42, 43, 44]);
+        let g2 = turn(&mut m, &mut cached, &mut drafter, &second);
+        // Everything but the first answer's last token, which was emitted, never fed back.
+        assert_eq!(
+            g2.stats.cached_tokens,
+            first.len() + g1.tokens.len() - 1,
+            "{name}"
+        );
+        assert_eq!(
+            g2.tokens,
+            run(&mut reference, None, &second, &o).tokens,
+            "{name}"
+        );
+
+        let third: Vec<u32> = first[..10].iter().copied().chain([90, 91, 92]).collect();
+        let g3 = turn(&mut m, &mut cached, &mut drafter, &third);
+        assert_eq!(g3.stats.cached_tokens, 10, "{name}");
+        assert_eq!(
+            g3.tokens,
+            run(&mut reference, None, &third, &o).tokens,
+            "{name}"
+        );
+
+        // The same prompt again: all but its last token is reused.
+        let g4 = turn(&mut m, &mut cached, &mut drafter, &third);
+        assert_eq!(g4.stats.cached_tokens, third.len() - 1, "{name}");
+        assert_eq!(g4.tokens, g3.tokens, "{name}");
+    }
 }

@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_with, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
-    NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
+    calibrate, generate_cached, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
+    KvTokens, NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -23,6 +23,8 @@ pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
 /// asks about the same document again drafts from its earlier answers), the n-gram drafter's
 /// acceptance per match length, and auto's running estimates. Also what adaptive depth learned:
 /// the target's verification cost (calibrated once) and how far each drafter can be trusted.
+/// And which tokens the model's KV cache holds, so a follow-up prompt that starts with the last
+/// conversation computes only what is new.
 pub struct Drafters {
     ngram: NgramDrafter,
     suffix: SuffixDrafter,
@@ -30,6 +32,8 @@ pub struct Drafters {
     /// Adaptive depth's state: calibrated by the first generation that speculates with
     /// `depth: "auto"`, refined by each one after.
     adaptive: Option<Depth>,
+    /// The tokens the model's cache holds after the last generation.
+    kv: KvTokens,
 }
 
 impl Default for Drafters {
@@ -39,6 +43,7 @@ impl Default for Drafters {
             suffix: SuffixDrafter::default(),
             auto: AutoDrafter::new(SuffixDrafter::default(), None),
             adaptive: None,
+            kv: KvTokens::default(),
         }
     }
 }
@@ -131,11 +136,14 @@ pub async fn run<M: LanguageModel>(
         depth: drafters.depth(opts, model).await?,
         ..GenerateOptions::default()
     };
+    // Out while the generation runs: one that fails leaves no record to trust.
+    let mut kv = std::mem::take(&mut drafters.kv);
     let drafter = drafters.get(&opts.draft)?;
     let mut decoder = tokenizer.decoder();
-    let mut result = generate_with(
+    let mut result = generate_cached(
         model,
         drafter,
+        &mut kv,
         prompt,
         &generate_opts,
         |t| tokenizer.is_end(t),
@@ -149,6 +157,7 @@ pub async fn run<M: LanguageModel>(
         },
     )
     .await?;
+    drafters.kv = kv;
     // What this generation learned of the device's cost (and its timing behind a long
     // context, done once) and of the drafters serves the next one.
     if matches!(result.depth, Depth::Adaptive(_)) {
@@ -339,5 +348,63 @@ mod tests {
         let e = generate("model:draft.gguf", None).unwrap_err();
         assert_eq!(e.code, Code::InvalidOption);
         assert!(e.message.contains("none, ngram"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_second_turn_on_the_same_model_reuses_the_cache() {
+        let file = tiny_file();
+        let tokenizer = tiny_tokenizer();
+        let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+        let mut drafters = Drafters::default();
+        let opts = options::GenerateOptions {
+            max_tokens: 8,
+            draft: "suffix".into(),
+            depth: DepthOption::Fixed(4),
+            ..Default::default()
+        };
+        let mut turn = |prompt: &[u32]| {
+            let go = |_: &str, _: u32, _: bool| ControlFlow::Continue(());
+            pollster::block_on(run(
+                &mut model,
+                &tokenizer,
+                prompt,
+                &opts,
+                &mut drafters,
+                "cpu",
+                go,
+            ))
+            .expect("generates")
+        };
+        let first = [5, 77, 120, 3, 260, 5, 77, 120];
+        let one = turn(&first);
+        assert_eq!(one["stats"]["cached_tokens"], 0);
+        let answer: Vec<u32> = serde_json::from_value(one["tokens"].clone()).expect("ids");
+        let second: Vec<u32> = first
+            .iter()
+            .chain(&answer)
+            .chain(&[9, 10])
+            .copied()
+            .collect();
+        let two = turn(&second);
+        assert_eq!(
+            two["stats"]["cached_tokens"],
+            first.len() + answer.len() - 1,
+            "{}",
+            two["stats"]
+        );
+        let mut fresh_model = CpuModel::load(&file, Some(64)).expect("tiny model");
+        let go = |_: &str, _: u32, _: bool| ControlFlow::Continue(());
+        let fresh = pollster::block_on(run(
+            &mut fresh_model,
+            &tokenizer,
+            &second,
+            &opts,
+            &mut Drafters::default(),
+            "cpu",
+            go,
+        ))
+        .expect("fresh");
+        assert_eq!(fresh["stats"]["cached_tokens"], 0);
+        assert_eq!(two["tokens"], fresh["tokens"]);
     }
 }
