@@ -11,14 +11,13 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
-import { mkdir, readFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { execFile } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
+import { chromiumFlags, root, serve } from './serve.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const out = process.env.E2E_OUT ?? join(root, 'tests/e2e/out');
 const runahead = process.env.RUNAHEAD_BIN ?? join(root, 'target/debug/runahead');
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -33,19 +32,6 @@ let page;
 let base;
 const pageLog = [];
 
-// python3 -m http.server on a free port; resolves to its base URL once it listens.
-function serve() {
-  return new Promise((resolvePort, reject) => {
-    server = spawn('python3', ['-u', '-m', 'http.server', '0', '--bind', '127.0.0.1', '--directory', root], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    server.on('error', reject);
-    server.stdout.on('data', (data) => {
-      const port = /port (\d+)/.exec(String(data))?.[1];
-      if (port) resolvePort(`http://127.0.0.1:${port}`);
-    });
-  });
-}
 
 async function nativeGenerate() {
   const args = ['generate', '--model', join(root, MODEL), '--prompt', PROMPT,
@@ -54,11 +40,6 @@ async function nativeGenerate() {
   return JSON.parse(stdout);
 }
 
-// The browser flags the wasm-bindgen tests use (one list for every browser test).
-async function chromiumFlags() {
-  const config = JSON.parse(await readFile(join(root, 'crates/gpu/webdriver.json'), 'utf8'));
-  return config['goog:chromeOptions'].args;
-}
 
 // Waits until `selector`'s data-state is one of `states`, and returns it.
 async function waitForState(selector, states, timeout = SLOW) {
@@ -83,7 +64,7 @@ async function streamedTokens() {
 
 before(async () => {
   await mkdir(out, { recursive: true });
-  base = await serve();
+  ({ base, server } = await serve());
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: await chromiumFlags(),

@@ -9,13 +9,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { readFile, stat } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { chromiumFlags, root, serve } from './serve.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 // The page holds the model once, in WebAssembly memory, plus what parsing and uploading need.
 const LIMIT = 1.3;
@@ -23,24 +21,11 @@ const LIMIT = 1.3;
 let server;
 let browser;
 
-function serve() {
-  return new Promise((resolvePort, reject) => {
-    server = spawn('python3', ['-u', '-m', 'http.server', '0', '--bind', '127.0.0.1', '--directory', root], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    server.on('error', reject);
-    server.stdout.on('data', (data) => {
-      const port = /port (\d+)/.exec(String(data))?.[1];
-      if (port) resolvePort(`http://127.0.0.1:${port}`);
-    });
-  });
-}
 
 before(async () => {
-  const config = JSON.parse(await readFile(join(root, 'crates/gpu/webdriver.json'), 'utf8'));
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: [...config['goog:chromeOptions'].args, '--enable-precise-memory-info'],
+    args: [...(await chromiumFlags()), '--enable-precise-memory-info'],
     headless: true,
   });
 });
@@ -51,7 +36,8 @@ after(async () => {
 });
 
 test(`loading SmolLM2 costs the page at most ${LIMIT}x the file`, { timeout: 480_000 }, async () => {
-  const base = await serve();
+  let base;
+  ({ base, server } = await serve());
   const fileBytes = (await stat(join(root, MODEL))).size;
   const page = await browser.newPage();
   await page.goto(`${base}/pkg/README.md`);

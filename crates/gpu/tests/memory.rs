@@ -14,18 +14,8 @@ use common::tiny_ctx;
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
-use runahead_model::testing::TinyModel;
+use runahead_model::testing::{resident_kib, TinyModel};
 use runahead_speculate::{generate_with, Depth, GenerateOptions, SamplingParams, SuffixDrafter};
-
-/// Resident set size in KiB (Linux).
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
 
 #[test]
 fn a_hundred_generations_on_the_gpu_do_not_grow_memory() {
@@ -64,7 +54,7 @@ fn a_hundred_generations_on_the_gpu_do_not_grow_memory() {
         .unwrap();
         assert_eq!(g.tokens.len(), 16);
         if i == 19 {
-            after_warmup = (rss_kib(), counters());
+            after_warmup = (resident_kib(), counters());
         }
     }
     let (rss_before, counted_before) = after_warmup;
@@ -73,7 +63,7 @@ fn a_hundred_generations_on_the_gpu_do_not_grow_memory() {
         counted_before,
         "wgpu resources after 100 generations vs 20"
     );
-    let rss = rss_kib();
+    let rss = resident_kib();
     let growth = rss.saturating_sub(rss_before);
     let adapter = &tiny_ctx().adapter_info;
     println!(

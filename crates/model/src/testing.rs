@@ -6,6 +6,17 @@ use runahead_gguf::{GgmlType, GgufWriter, Value, ValueType};
 
 use crate::Architecture;
 
+/// The process's resident set in KiB (`VmRSS` of /proc/self/status; Linux), for tests that
+/// check memory does not grow.
+pub fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
 /// splitmix64: a tiny seeded generator for test data (not for sampling).
 pub struct TestRng(u64);
 

@@ -7,19 +7,9 @@ use std::ops::ControlFlow;
 
 use pollster::block_on;
 use runahead_gguf::GgufFile;
-use runahead_model::testing::TinyModel;
+use runahead_model::testing::{resident_kib, TinyModel};
 use runahead_model::CpuModel;
 use runahead_speculate::{generate_with, Depth, GenerateOptions, SamplingParams, SuffixDrafter};
-
-/// Resident set size in KiB (Linux).
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
 
 #[test]
 fn a_hundred_generations_do_not_grow_memory() {
@@ -47,10 +37,10 @@ fn a_hundred_generations_do_not_grow_memory() {
         .unwrap();
         assert_eq!(g.tokens.len(), 64);
         if i == 19 {
-            after_warmup = rss_kib();
+            after_warmup = resident_kib();
         }
     }
-    let after = rss_kib();
+    let after = resident_kib();
     // Allocator noise is a few pages; a leak of one buffer per generation would be far more.
     assert!(
         after <= after_warmup + 2048,
