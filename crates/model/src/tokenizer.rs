@@ -83,20 +83,30 @@ impl Tokenizer {
             // Keep the first id of a duplicated string, as llama.cpp's lookup does.
             vocab.entry((*t).to_owned()).or_insert(id as u32);
         }
+        let split = pre_tokenizer(pre)?;
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
+            .ignore_merges(split.ignore_merges)
             .build()
             .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
-        inner.with_pre_tokenizer(Some(pre_tokenizer(pre)?));
+        inner.with_pre_tokenizer(Some(split.pre_tokenizer));
         inner.with_decoder(Some(ByteLevelDecoder::default()));
-        let special: Vec<AddedToken> = tokens
-            .iter()
-            .zip(&types)
-            .filter(|(_, &ty)| ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED)
-            .map(|(t, _)| AddedToken::from(t.to_string(), true).normalized(false))
-            .collect();
-        inner.add_special_tokens(&special);
+        // Both kinds are matched as whole tokens in the text, but only control tokens are
+        // "special": llama.cpp's parse_special = false still matches user-defined ones (GPT-NeoX's
+        // runs of spaces, for one), and `set_encode_special_tokens` skips special ones only.
+        let added = |kind: i64| -> Vec<AddedToken> {
+            tokens
+                .iter()
+                .zip(&types)
+                .filter(|(_, &ty)| ty == kind)
+                .map(|(t, _)| {
+                    AddedToken::from(t.to_string(), kind == TYPE_CONTROL).normalized(false)
+                })
+                .collect()
+        };
+        inner.add_special_tokens(&added(TYPE_CONTROL));
+        inner.add_tokens(&added(TYPE_USER_DEFINED));
 
         let byte_of = byte_decoder();
         let token_bytes = tokens
@@ -159,6 +169,14 @@ impl Tokenizer {
         }
         ids.extend_from_slice(enc.get_ids());
         Ok(ids)
+    }
+
+    /// Whether `encode` recognizes control-token text as those tokens (the default, llama.cpp's
+    /// `parse_special = true`) or tokenizes it as ordinary text (`false`: for text that must not
+    /// smuggle in control tokens, and for llama.cpp's test suite). User-defined tokens are
+    /// matched either way, as in llama.cpp.
+    pub fn set_parse_special(&mut self, parse: bool) {
+        self.inner.set_encode_special_tokens(!parse);
     }
 
     /// The bytes a token stands for (control tokens: their text).
@@ -267,7 +285,17 @@ impl TokenDecoder<'_> {
     }
 }
 
-fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
+/// How a `tokenizer.ggml.pre` splits text before BPE.
+struct PreSplit {
+    pre_tokenizer: PreTokenizerWrapper,
+    /// A pre-token that is itself in the vocabulary becomes that one token, merges or not
+    /// (llama.cpp's `ignore_merges`, set for the pre-tokenizers whose Hugging Face tokenizer has
+    /// it). Merges alone can stop short of it: Llama 3's merges spell " Việt" as " Vi", "ệ",
+    /// "t", although " Việt" is one token.
+    ignore_merges: bool,
+}
+
+fn pre_tokenizer(pre: &str) -> Result<PreSplit> {
     let split = |pattern: &str| -> Result<PreTokenizerWrapper> {
         let split = Split::new(
             SplitPattern::Regex(pattern.to_owned()),
@@ -281,18 +309,32 @@ fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper> {
         ])
         .into())
     };
+    let merging = |pre_tokenizer| PreSplit {
+        pre_tokenizer,
+        ignore_merges: false,
+    };
     match pre {
-        // GPT-2's pattern, digits first split one by one.
-        "smollm" | "starcoder" | "refact" | "codeshell" => Ok(Sequence::new(vec![
-            Digits::new(true).into(),
-            ByteLevel::new(false, false, true).into(),
-        ])
-        .into()),
-        "qwen2" | "deepseek-r1-qwen" => split(QWEN2_PATTERN),
-        "llama-bpe" | "llama3" => split(LLAMA3_PATTERN),
-        "default" | "gpt-2" | "gpt2" => Ok(ByteLevel::new(false, false, true).into()),
+        // GPT-2's pattern, digits first split one by one (llama.cpp treats these names alike;
+        // command-r differs only in detokenizing, which runahead does byte for byte).
+        "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Ok(merging(
+            Sequence::new(vec![
+                Digits::new(true).into(),
+                ByteLevel::new(false, false, true).into(),
+            ])
+            .into(),
+        )),
+        "qwen2" | "deepseek-r1-qwen" => Ok(merging(split(QWEN2_PATTERN)?)),
+        "llama-bpe" | "llama3" => Ok(PreSplit {
+            pre_tokenizer: split(LLAMA3_PATTERN)?,
+            ignore_merges: true,
+        }),
+        // GPT-2's pattern (llama.cpp: LLAMA_VOCAB_PRE_TYPE_GPT2 and _MPT split alike).
+        "default" | "gpt-2" | "gpt2" | "mpt" => {
+            Ok(merging(ByteLevel::new(false, false, true).into()))
+        }
         other => Err(ModelError::Tokenizer(format!(
-            "pre-tokenizer '{other}' is not supported (supported: smollm, qwen2, llama-bpe, gpt2)"
+            "pre-tokenizer '{other}' is not supported (supported: smollm, starcoder, refact, \
+             codeshell, command-r, qwen2, deepseek-r1-qwen, llama-bpe, llama3, gpt-2, mpt)"
         ))),
     }
 }
@@ -312,4 +354,56 @@ fn byte_decoder() -> HashMap<char, u8> {
         }
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use runahead_gguf::{GgufFile, GgufWriter, Value, ValueType};
+
+    use super::*;
+
+    /// A tiny vocabulary whose merges reach "ab" + "c" but never "abc", which is a token of its
+    /// own, with a control and a user-defined token.
+    fn tiny(pre: &str) -> Tokenizer {
+        let tokens = [
+            "a", "b", "c", "ab", "abc", "<", "|", "x", ">", "<|x|>", "<x>",
+        ];
+        // Normal, but "<|x|>" control and "<x>" user-defined.
+        let types: Vec<Value> = [1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 4]
+            .into_iter()
+            .map(Value::I32)
+            .collect();
+        let mut w = GgufWriter::new();
+        w.meta_str("tokenizer.ggml.model", "gpt2")
+            .meta_str("tokenizer.ggml.pre", pre)
+            .meta_strings("tokenizer.ggml.tokens", &tokens)
+            .meta_strings("tokenizer.ggml.merges", &["a b"])
+            .meta(
+                "tokenizer.ggml.token_type",
+                Value::Array(ValueType::I32, types),
+            );
+        let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
+        Tokenizer::from_metadata(&file.header.metadata).unwrap()
+    }
+
+    #[test]
+    fn llama3_takes_a_whole_pre_token_from_the_vocabulary() {
+        assert_eq!(tiny("llama-bpe").encode("abc").unwrap(), [4]);
+        assert_eq!(tiny("llama3").encode("abc").unwrap(), [4]);
+        // Pre-tokenizers without ignore_merges only merge.
+        assert_eq!(tiny("gpt-2").encode("abc").unwrap(), [3, 2]);
+        assert_eq!(tiny("qwen2").encode("abc").unwrap(), [3, 2]);
+        assert_eq!(tiny("smollm").encode("abc").unwrap(), [3, 2]);
+    }
+
+    #[test]
+    fn parse_special_off_tokenizes_control_text_as_text() {
+        let mut tok = tiny("gpt-2");
+        assert_eq!(tok.encode("<|x|><x>").unwrap(), [9, 10]);
+        // As llama.cpp: control tokens become text, user-defined ones are still matched.
+        tok.set_parse_special(false);
+        assert_eq!(tok.encode("<|x|><x>").unwrap(), [5, 6, 7, 6, 8, 10]);
+        tok.set_parse_special(true);
+        assert_eq!(tok.encode("<|x|><x>").unwrap(), [9, 10]);
+    }
 }
