@@ -8,7 +8,8 @@
 # Skip parts with environment variables (default: do everything):
 #   SETUP_SKIP_APT=1            Debian packages (wasm toolchain, lld, chromium, lavapipe, node)
 #   SETUP_SKIP_WASM_BINDGEN=1   cargo install wasm-bindgen-cli
-#   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B)
+#   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B) and
+#                               scripts/fetch-vocab-tests.sh (llama.cpp's tokenizer suite)
 #   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core, pinned by its lock file)
 set -euo pipefail
 
@@ -118,6 +119,8 @@ setup_models() {
   say "models: SmolLM2-135M-Instruct, Qwen2.5-Coder-0.5B-Instruct"
   "$root/scripts/fetch-models.sh" smollm2
   "$root/scripts/fetch-models.sh" qwen-draft
+  say "tokenizer suite: llama.cpp's ggml-vocab files (crates/model/tests/llama_cpp_vocab.rs)"
+  "$root/scripts/fetch-vocab-tests.sh"
 }
 
 if [ "${SETUP_SKIP_APT:-0}" = 1 ]; then say "apt: skipped (SETUP_SKIP_APT=1)"; else setup_apt; fi

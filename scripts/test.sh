@@ -62,6 +62,11 @@ step_models() {
       missing=1
     fi
   done
+  local vocab=${RUNAHEAD_VOCAB_DIR:-$root/data/vocab}
+  if [ ! -s "$vocab/SHA256SUMS" ] && [ "${RUNAHEAD_SKIP_VOCAB_SUITE:-0}" != 1 ]; then
+    echo "test.sh: missing llama.cpp's tokenizer suite in $vocab: run scripts/fetch-vocab-tests.sh" >&2
+    missing=1
+  fi
   if [ "$missing" = 1 ]; then
     echo "test.sh: (scripts/setup.sh fetches all of them)" >&2
     return 1

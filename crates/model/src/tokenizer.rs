@@ -49,9 +49,19 @@ impl Tokenizer {
                 "tokenizer model '{model}' is not supported (only byte-level BPE, 'gpt2')"
             )));
         }
+        // A file that names no pre-tokenizer is split by llama.cpp's default rule (punctuation
+        // runs apart, digits in threes), which runahead does not implement: refused rather
+        // than split another way (llama.cpp's suite: aquila, gpt-neox).
         let pre = match meta.get("tokenizer.ggml.pre") {
             Some(_) => meta.str("tokenizer.ggml.pre")?,
-            None => "default",
+            None => {
+                return Err(ModelError::Tokenizer(
+                    "the model names no pre-tokenizer (tokenizer.ggml.pre): runahead splits \
+                     text only by the rules of the pre-tokenizers it names; re-convert the \
+                     model with a recent llama.cpp"
+                        .into(),
+                ))
+            }
         };
         let tokens = meta.strings("tokenizer.ggml.tokens")?;
         let types: Vec<i64> = match meta.get("tokenizer.ggml.token_type") {
@@ -329,9 +339,7 @@ fn pre_tokenizer(pre: &str) -> Result<PreSplit> {
             ignore_merges: true,
         }),
         // GPT-2's pattern (llama.cpp: LLAMA_VOCAB_PRE_TYPE_GPT2 and _MPT split alike).
-        "default" | "gpt-2" | "gpt2" | "mpt" => {
-            Ok(merging(ByteLevel::new(false, false, true).into()))
-        }
+        "gpt-2" | "gpt2" | "mpt" => Ok(merging(ByteLevel::new(false, false, true).into())),
         other => Err(ModelError::Tokenizer(format!(
             "pre-tokenizer '{other}' is not supported (supported: smollm, starcoder, refact, \
              codeshell, command-r, qwen2, deepseek-r1-qwen, llama-bpe, llama3, gpt-2, mpt)"
