@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use runahead_fuzz_common::{models_dir, ChatInput, QWEN, SMOLLM2};
 use runahead_gguf::{GgmlType, GgufFile, GgufWriter, Metadata, Value, ValueType};
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::ChatMessage;
+use runahead_model::{ChatMessage, ModelConfig};
 
 /// Tokens kept (besides control tokens) in the seeds cut from the real models: enough for
 /// real merges to apply, few enough that a seed stays tens of KB.
@@ -42,6 +42,7 @@ fn main() {
         ("tiny_llama.gguf".to_owned(), tiny_bytes),
         ("tiny_qwen2.gguf".to_owned(), TinyModel::qwen2().to_gguf()),
         ("tiny_llama_header.gguf".to_owned(), header_only(&tiny)),
+        ("small_llama.gguf".to_owned(), small_model(&tiny)),
         ("empty.gguf".to_owned(), GgufWriter::new().to_bytes()),
         ("value_types.gguf".to_owned(), value_types()),
         ("tensor_types.gguf".to_owned(), tensor_types()),
@@ -153,6 +154,45 @@ fn copy_meta(meta: &Metadata, replace: &HashMap<&str, Option<Value>>) -> GgufWri
 /// The metadata of a file without its tensors.
 fn header_only(file: &GgufFile) -> Vec<u8> {
     copy_meta(&file.header.metadata, &HashMap::new()).to_bytes()
+}
+
+/// A complete model in a few KB (the generated ones take 1 MB, which slows every mutation):
+/// the tiny model's metadata with the smallest dimensions its config accepts, and every tensor
+/// that config reads, in F16 (vectors in F32).
+fn small_model(tiny: &GgufFile) -> Vec<u8> {
+    let dims = [
+        ("llama.block_count", 1),
+        ("llama.embedding_length", 8),
+        ("llama.feed_forward_length", 16),
+        ("llama.attention.head_count", 2),
+        ("llama.attention.head_count_kv", 1),
+        ("llama.context_length", 16),
+    ];
+    let replace: HashMap<&str, Option<Value>> = dims
+        .iter()
+        .map(|&(k, v)| (k, Some(Value::U32(v))))
+        .collect();
+    let mut w = copy_meta(&tiny.header.metadata, &replace);
+    let meta = GgufFile::from_bytes(w.to_bytes())
+        .expect("metadata parses")
+        .header
+        .metadata;
+    let vocab = meta.array("tokenizer.ggml.tokens").expect("tokens").len();
+    let config = ModelConfig::from_metadata(&meta, vocab).expect("small config");
+    for spec in config.tensors(false) {
+        let n: u64 = spec.shape.iter().product();
+        if spec.shape.len() == 1 {
+            w.tensor_f32(&spec.name, &spec.shape, &vec![1.0; n as usize]);
+        } else {
+            w.tensor(
+                &spec.name,
+                &spec.shape,
+                GgmlType::F16,
+                vec![0; 2 * n as usize],
+            );
+        }
+    }
+    w.to_bytes()
 }
 
 /// A real model cut small: its metadata with the vocabulary cut to the first
