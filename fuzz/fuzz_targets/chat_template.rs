@@ -4,4 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| runahead_fuzz_common::check_chat(data));
+fuzz_target!(
+    init: runahead_fuzz_common::report_stack_overflows(),
+    |data: &[u8]| runahead_fuzz_common::check_chat(data)
+);

@@ -15,6 +15,7 @@ static TOKENIZER: LazyLock<FuzzTokenizer> = LazyLock::new(|| {
 
 fuzz_target!(
     init: {
+        runahead_fuzz_common::report_stack_overflows();
         LazyLock::force(&TOKENIZER);
     },
     |data: &[u8]| runahead_fuzz_common::check_tokenizer(&TOKENIZER, data)

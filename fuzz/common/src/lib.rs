@@ -19,6 +19,31 @@ pub const QWEN: &str = "Qwen2.5-Coder-0.5B-Instruct.gguf";
 /// time: the block decoders work a block at a time).
 const MAX_DECODE_ELEMENTS: u64 = 1 << 14;
 
+/// Makes libFuzzer's crash handler run on a stack of its own, so a stack overflow is reported
+/// with its input like any crash. Without a sanitizer, the handler would run on the exhausted
+/// stack and the process die of SIGSEGV with nothing written. libFuzzer keeps `SA_ONSTACK`
+/// from a default SIGSEGV disposition it replaces, so call this from a target's `init`, which
+/// runs before libFuzzer installs its handlers.
+pub fn report_stack_overflows() {
+    const ALT_STACK: usize = 1 << 20;
+    let stack = Box::leak(vec![0u8; ALT_STACK].into_boxed_slice());
+    let alt = libc::stack_t {
+        ss_sp: stack.as_mut_ptr().cast(),
+        ss_flags: 0,
+        ss_size: ALT_STACK,
+    };
+    // SAFETY: the alternate stack lives for the rest of the process (leaked), and the
+    // disposition installed is the default one, only flagged to run on that stack.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        action.sa_flags = libc::SA_ONSTACK;
+        let ok = libc::sigaltstack(&alt, std::ptr::null_mut()) == 0
+            && libc::sigaction(libc::SIGSEGV, &action, std::ptr::null_mut()) == 0;
+        assert!(ok, "cannot set up an alternate signal stack");
+    }
+}
+
 /// The model directory: `RUNAHEAD_MODELS` as for the tests, else the repository's `models/`.
 pub fn models_dir() -> PathBuf {
     std::env::var_os("RUNAHEAD_MODELS")
