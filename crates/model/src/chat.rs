@@ -122,6 +122,14 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<(String, u64)> {
+        on_render_stack(|| self.render_here(messages, add_generation_prompt))
+    }
+
+    fn render_here(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<(String, u64)> {
         let template = self
             .env
             .get_template("chat")
@@ -156,6 +164,34 @@ impl ChatTemplate {
             Err(e) => Err(ModelError::ChatTemplate(format!("cannot render: {e}"))),
         }
     }
+}
+
+/// Stack of the thread a render runs on (natively). minijinja prints, serializes, compares and
+/// drops nested values recursively, and a template nests a value as deep as its fuel pays for:
+/// `{% set ns.x = [ns.x] %}` in loops reaches 231,000 levels, which took more than 64 MB of
+/// stack to print (measured in release; dropping it, less than 32 MB) and aborted the process
+/// on a main thread's 8 MB. Only the pages a render touches are committed.
+#[cfg(not(target_arch = "wasm32"))]
+const RENDER_STACK: usize = 256 << 20;
+
+/// Runs `render` on a thread with [`RENDER_STACK`] of stack. On wasm32 there are no threads:
+/// the render runs on the caller's stack (docs/fuzzing.md, "Open").
+fn on_render_stack<T: Send>(render: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("chat-template".into())
+                .stack_size(RENDER_STACK)
+                .spawn_scoped(scope, render)
+                .map_err(|e| ModelError::ChatTemplate(format!("cannot start a render: {e}")))?;
+            thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+    #[cfg(target_arch = "wasm32")]
+    render()
 }
 
 /// Bytes the fuel left to this render pays for.
@@ -519,5 +555,25 @@ mod tests {
         }
         let t = ChatTemplate::new("{{ 1 | join }}", "", "").unwrap();
         assert!(t.render(&messages, false).is_err());
+    }
+
+    /// A value nested as deep as the fuel allows (231,000 lists) printed, serialized and
+    /// dropped: each is recursive in minijinja, and overflowed the stack (aborting the process)
+    /// before renders ran on a thread of their own. Runs on the test's own 2 MB thread.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn deeply_nested_values_do_not_overflow_the_stack() {
+        for tail in ["{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x | length }}"] {
+            let source = "{% set ns = namespace(x=1) %}{% for j in range(3) %}\
+                          {% for i in range(77000) %}{% set ns.x = [ns.x] %}{% endfor %}\
+                          {% endfor %}"
+                .to_owned()
+                + tail;
+            let t = ChatTemplate::new(&source, "", "").unwrap();
+            match t.render(&[], false) {
+                Ok(text) => assert_eq!(text, "1", "{tail}"),
+                Err(e) => assert!(matches!(e, ModelError::ChatTemplateFuel { .. }), "{e}"),
+            }
+        }
     }
 }
