@@ -11,7 +11,7 @@ use std::fmt;
 use std::io::{self, Write};
 
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Kwargs, Serde, Value, ValueOrKwargs};
+use minijinja::value::{Kwargs, Serde, Value, ValueIter, ValueKind, ValueOrKwargs};
 use minijinja::{context, Environment, ErrorKind, State};
 use serde::Serialize;
 
@@ -284,9 +284,12 @@ fn attribute_path(item: Value, path: &str) -> Value {
         .unwrap_or(Value::UNDEFINED)
 }
 
-/// The `tojson` filter with its indent bounded by [`MAX_JSON_INDENT`]
-/// (`{{ x | tojson(indent=1000000000) }}` ran for seconds over gigabytes of spaces); the JSON
-/// is charged as minijinja charges its own serializations (16 units a byte).
+/// The `tojson` filter, bounded: its indent by [`MAX_JSON_INDENT`]
+/// (`tojson(indent=1000000000)` ran 9 s over gigabytes of spaces), and its output by what the
+/// remaining fuel pays for, checked before it is built: minijinja 3.1 builds the whole JSON
+/// and charges for it afterwards, and pretty JSON repeats depth x indent spaces on every line
+/// (20,000 nested lists with indent 2 are 800 MB). The JSON is charged as minijinja charges its
+/// own serializations (16 units a byte).
 fn tojson(
     state: &State,
     value: &Value,
@@ -297,18 +300,95 @@ fn tojson(
         Some(v) => Some(v.clone()),
         None => kwargs.peek::<Option<Value>>("indent")?,
     };
-    if let Some(w) = width.and_then(|w| w.as_usize()) {
-        if w > MAX_JSON_INDENT {
-            return Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
-                format!("tojson indent {w} is more than {MAX_JSON_INDENT}"),
-            ));
-        }
+    let width = match width {
+        None => 0,
+        Some(w) if w.kind() == ValueKind::Bool => usize::from(w.is_true()) * 2,
+        Some(w) => w.as_usize().unwrap_or(0),
+    };
+    if width > MAX_JSON_INDENT {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("tojson indent {width} is more than {MAX_JSON_INDENT}"),
+        ));
+    }
+    if !json_fits(value, width, fuel_bytes(state)) {
+        return Err(out_of_fuel());
     }
     let json = minijinja::filters::tojson(value, indent, kwargs)?;
     let len = json.as_str().map_or(0, str::len) as u64;
     state.consume_fuel(len.saturating_mul(16) / BYTES_PER_FUEL)?;
     Ok(json)
+}
+
+/// Whether `value` as JSON (pretty with `indent` spaces a level when not 0) takes at most
+/// `limit` bytes, by an upper bound summed without building it (every string byte counted as
+/// a six-byte escape). The walk keeps one iterator per open container and stops as soon as the
+/// bound passes `limit`, so it visits at most `limit / 3` items.
+fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
+    enum Open {
+        Seq(ValueIter),
+        Map(Value, ValueIter),
+    }
+    let mut total = 0usize;
+    let mut add = |n: usize| {
+        total = total.saturating_add(n);
+        total <= limit
+    };
+    // A separator and a newline, and the indent of an item at `depth`.
+    let item = |depth: usize| 3usize.saturating_add(indent.saturating_mul(depth));
+    let string = |len: usize| len.saturating_mul(6).saturating_add(2);
+    let mut stack: Vec<(Open, usize)> = Vec::new();
+    let mut next = Some((value.clone(), 0usize));
+    loop {
+        if let Some((v, depth)) = next.take() {
+            let fits = match v.kind() {
+                ValueKind::Seq | ValueKind::Iterable | ValueKind::Map => {
+                    let Ok(iter) = v.try_iter() else {
+                        return false;
+                    };
+                    let open = if v.kind() == ValueKind::Map {
+                        Open::Map(v, iter)
+                    } else {
+                        Open::Seq(iter)
+                    };
+                    stack.push((open, depth + 1));
+                    add(2 + item(depth))
+                }
+                ValueKind::String => add(string(v.as_str().map_or(0, str::len))),
+                ValueKind::Bytes => add(v
+                    .as_bytes()
+                    .map_or(0, <[u8]>::len)
+                    .saturating_mul(item(depth + 1).saturating_add(3))),
+                ValueKind::Plain => add(string(v.to_string().len())),
+                _ => add(40),
+            };
+            if !fits {
+                return false;
+            }
+        }
+        let Some((open, depth)) = stack.last_mut() else {
+            return true;
+        };
+        let depth = *depth;
+        let child = match open {
+            Open::Seq(items) => items.next().map(|v| (v, 0)),
+            Open::Map(map, keys) => keys.next().map(|key| {
+                let key_len = string(key.to_string().len()) + 2;
+                (map.get_item(&key).unwrap_or_default(), key_len)
+            }),
+        };
+        match child {
+            Some((v, extra)) => {
+                if !add(item(depth).saturating_add(extra)) {
+                    return false;
+                }
+                next = Some((v, depth));
+            }
+            None => {
+                stack.pop();
+            }
+        }
+    }
 }
 
 /// The `namespace` function, remembering each namespace it makes for
@@ -504,6 +584,9 @@ mod tests {
             "{{ ([{'a': 'x' * 99999999}] * 100) | join(attribute='a') | length }}",
             "{{ messages | tojson(indent=1000000000) }}",
             "{{ messages | tojson(indent=17) }}",
+            "{% set ns = namespace(x=1) %}{% for i in range(50000) %}{% set ns.x = [ns.x] %}\
+             {% endfor %}{{ ns.x | tojson(indent=2) | length }}",
+            "{{ ([1] * 100000000) | tojson | length }}",
         ];
         for source in sources {
             let t = ChatTemplate::new(source, "", "").unwrap();
