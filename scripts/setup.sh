@@ -11,6 +11,7 @@
 #   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B) and
 #                               scripts/fetch-vocab-tests.sh (llama.cpp's tokenizer suite)
 #   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core, pinned by its lock file)
+#   SETUP_SKIP_FUZZ=1           cargo install cargo-fuzz (scripts/fuzz.sh, the test step `fuzz`)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,6 +103,19 @@ setup_rust_components() {
   say "rust: $(rustc --version), $(cargo clippy --version)"
 }
 
+# cargo-fuzz for the fuzz step (scripts/fuzz.sh pins the version; the test step reaches no
+# registry for it).
+setup_cargo_fuzz() {
+  local want
+  want=$(sed -n 's/^CARGO_FUZZ_VERSION=//p' "$root/scripts/fuzz.sh")
+  if cargo fuzz --version 2>/dev/null | grep -q " $want\b"; then
+    say "cargo-fuzz: $want already installed"
+    return
+  fi
+  say "cargo-fuzz: installing $want"
+  env -u CARGO_TARGET_DIR cargo install cargo-fuzz --version "$want" --locked --quiet
+}
+
 # The page-level tests' node packages (tests/e2e/package-lock.json). Reinstalled when the lock
 # file is newer than the install, so the test command itself never reaches the registry.
 setup_npm() {
@@ -131,5 +145,6 @@ else
   setup_wasm_bindgen
 fi
 if [ "${SETUP_SKIP_NPM:-0}" = 1 ]; then say "npm: skipped (SETUP_SKIP_NPM=1)"; else setup_npm; fi
+if [ "${SETUP_SKIP_FUZZ:-0}" = 1 ]; then say "cargo-fuzz: skipped (SETUP_SKIP_FUZZ=1)"; else setup_cargo_fuzz; fi
 if [ "${SETUP_SKIP_MODELS:-0}" = 1 ]; then say "models: skipped (SETUP_SKIP_MODELS=1)"; else setup_models; fi
 say "ok"

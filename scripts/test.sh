@@ -8,7 +8,9 @@
 # workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests with
 # clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
-# playwright-core, against the native CLI; tests/e2e), test (cargo test --workspace).
+# playwright-core, against the native CLI; tests/e2e), test (cargo test --workspace), fuzz (each
+# fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
+# documented in docs/fuzzing.md).
 #
 # One build per target, linted while it compiles: clippy-driver (the compiler plus clippy's lints)
 # is cargo's RUSTC_WORKSPACE_WRAPPER for the workspace's own crates, so the clippy steps produce
@@ -90,14 +92,19 @@ step_e2e() {
     "$root/tests/e2e/demo.test.mjs" "$root/tests/e2e/memory.test.mjs"
 }
 step_test() { cargo test --workspace; }
+step_fuzz() {
+  # Its own build (libFuzzer's instrumentation flags) in fuzz/target, without the lint wrapper.
+  env -u CARGO_TARGET_DIR -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+    "$root/scripts/fuzz.sh" --seconds "${FUZZ_SECONDS:-30}"
+}
 
-ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test)
+ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test fuzz)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 
 for s in "${steps[@]}"; do
   case "$s" in
-    models | fmt | clippy | wasm-clippy | browser | e2e | test) ;;
+    models | fmt | clippy | wasm-clippy | browser | e2e | test | fuzz) ;;
     *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
   esac
 done

@@ -30,8 +30,9 @@ pub(crate) const VALUE_SIZE: u64 = size_of::<Value>() as u64;
 /// and the copy of the key with its index in the lookup map.
 pub(crate) const ENTRY_SIZE: u64 =
     (size_of::<(String, Value)>() + size_of::<String>() + size_of::<usize>()) as u64;
-/// One tensor table entry, and its name's copy in the duplicate check.
-pub(crate) const TENSOR_SIZE: u64 = (size_of::<TensorInfo>() + size_of::<String>()) as u64;
+/// One tensor table entry, and the copy of its name with its position in the lookup index.
+pub(crate) const TENSOR_SIZE: u64 =
+    (size_of::<TensorInfo>() + size_of::<String>() + size_of::<usize>()) as u64;
 
 /// Memory charged so far against a limit.
 #[derive(Clone, Copy, Debug)]

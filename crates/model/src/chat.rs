@@ -1,21 +1,44 @@
 //! Chat templates: the Jinja template in `tokenizer.chat_template`, rendered with minijinja
 //! (with Python-compatible string/dict methods, which HF templates use).
 //!
-//! The template comes from the model file, so rendering is bounded: a step budget (minijinja's
-//! fuel) stops runaway loops and a cap on the output stops runaway text.
+//! The template comes from the model file, so rendering is bounded: minijinja's fuel pays for
+//! every step and every byte a render creates (so runaway loops and runaway data both stop), a
+//! cap on the output stops runaway text, and the few builtins that minijinja does not bound
+//! themselves are replaced by bounded versions (see [`ChatTemplate::new`]).
 
+use std::cell::RefCell;
+use std::fmt;
 use std::io::{self, Write};
 
-use minijinja::{context, Environment, ErrorKind};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::{Kwargs, Serde, Value, ValueIter, ValueKind, ValueOrKwargs};
+use minijinja::{context, Environment, ErrorKind, State};
 use serde::Serialize;
 
 use crate::{ModelError, Result};
 
-/// Steps (minijinja instructions) one render may take. Measured (`tests/limits.rs`): one
-/// message takes 38 steps with SmolLM2's ChatML template and 43 with Qwen2.5's, and a
-/// 101-message conversation 2,336 and 3,210; 2,000,000 is 600x the latter, yet runaway loops
-/// stop within a fraction of a second.
+/// Fuel one render may use: minijinja (3.x) charges one per instruction and one per 64 bytes of
+/// data it creates or visits, so this also bounds a render's allocations to about 128 MB.
+/// Measured (`tests/limits.rs`): one message takes 43 with SmolLM2's ChatML template and 48
+/// with Qwen2.5's, and a 101-message conversation 2,700 and 3,572; 2,000,000 is 560x the
+/// latter, yet runaway loops stop within a fraction of a second.
 pub const TEMPLATE_FUEL: u64 = 2_000_000;
+
+/// Bytes one unit of fuel pays for (minijinja's `UNITS_PER_FUEL`, one unit per byte).
+const BYTES_PER_FUEL: u64 = 64;
+
+/// Widest indent `tojson` accepts. Real templates use 2 or 4; the indent is repeated on every
+/// line once per nesting level, so an unbounded one turns a small value into gigabytes.
+const MAX_JSON_INDENT: usize = 16;
+
+/// Most namespaces one render may create (real templates create one or two); each is kept
+/// until the render ends (see [`break_namespace_cycles`]).
+const MAX_NAMESPACES: usize = 1000;
+
+thread_local! {
+    /// The namespaces the render running on this thread has created.
+    static NAMESPACES: RefCell<Vec<Value>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Bytes a render may produce beyond the conversation's own text (roles and contents count
 /// on top, so a long prompt is never refused here: the context limit decides). Real templates
@@ -63,10 +86,20 @@ impl ChatTemplate {
                 Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
             },
         );
+        // Bounded replacements of builtins minijinja 3.1 leaves unbounded (the namespace leak
+        // found by fuzzing, fuzz/ target chat_template; join and tojson by probing 3.1 with
+        // the one-step operations fuel does not stop).
+        env.add_filter("join", join);
+        env.add_filter("tojson", tojson);
+        env.add_function("namespace", namespace);
         env.set_fuel(Some(TEMPLATE_FUEL));
         // HF templates are whitespace-exact with these two settings.
-        env.set_trim_blocks(true);
-        env.set_lstrip_blocks(true);
+        let syntax = SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| ModelError::ChatTemplate(format!("syntax: {e}")))?;
+        env.set_syntax(syntax);
         env.add_template_owned("chat", source.to_owned())
             .map_err(|e| ModelError::ChatTemplate(format!("cannot compile: {e}")))?;
         Ok(ChatTemplate {
@@ -89,6 +122,14 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<(String, u64)> {
+        on_render_stack(|| self.render_here(messages, add_generation_prompt))
+    }
+
+    fn render_here(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<(String, u64)> {
         let template = self
             .env
             .get_template("chat")
@@ -98,18 +139,20 @@ impl ChatTemplate {
             .map(|m| m.role.len() + m.content.len())
             .sum();
         let mut out = CappedWriter::new(own_text.saturating_add(TEMPLATE_OUTPUT_SLACK));
-        let rendered = template.render_captured_to(
-            context! {
-                messages => messages,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos,
-                eos_token => self.eos,
-            },
-            &mut out,
-        );
+        let rendered = template
+            .render_captured_to(
+                context! {
+                    messages => Serde(messages),
+                    add_generation_prompt => add_generation_prompt,
+                    bos_token => self.bos.as_str(),
+                    eos_token => self.eos.as_str(),
+                },
+                &mut out,
+            )
+            .map(|captured| captured.state().fuel_levels().map_or(0, |(used, _)| used));
+        break_namespace_cycles(&self.env);
         match rendered {
-            Ok(captured) => {
-                let used = captured.state().fuel_levels().map_or(0, |(used, _)| used);
+            Ok(used) => {
                 let text = String::from_utf8(out.bytes)
                     .map_err(|_| ModelError::ChatTemplate("rendered invalid UTF-8".into()))?;
                 Ok((text, used))
@@ -121,6 +164,277 @@ impl ChatTemplate {
             Err(e) => Err(ModelError::ChatTemplate(format!("cannot render: {e}"))),
         }
     }
+}
+
+/// Stack of the thread a render runs on (natively). minijinja prints, serializes, compares and
+/// drops nested values recursively, and a template nests a value as deep as its fuel pays for:
+/// `{% set ns.x = [ns.x] %}` in loops reaches 231,000 levels, which took more than 64 MB of
+/// stack to print (measured in release; dropping it, less than 32 MB) and aborted the process
+/// on a main thread's 8 MB. Only the pages a render touches are committed.
+#[cfg(not(target_arch = "wasm32"))]
+const RENDER_STACK: usize = 256 << 20;
+
+/// Runs `render` on a thread with [`RENDER_STACK`] of stack. On wasm32 there are no threads:
+/// the render runs on the caller's stack (docs/fuzzing.md, "Open").
+fn on_render_stack<T: Send>(render: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new()
+                .name("chat-template".into())
+                .stack_size(RENDER_STACK)
+                .spawn_scoped(scope, render)
+                .map_err(|e| ModelError::ChatTemplate(format!("cannot start a render: {e}")))?;
+            thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+    #[cfg(target_arch = "wasm32")]
+    render()
+}
+
+/// Bytes the fuel left to this render pays for.
+fn fuel_bytes(state: &State) -> usize {
+    state.fuel_levels().map_or(usize::MAX, |(_, remaining)| {
+        usize::try_from(remaining.saturating_mul(BYTES_PER_FUEL)).unwrap_or(usize::MAX)
+    })
+}
+
+fn out_of_fuel() -> minijinja::Error {
+    minijinja::Error::from(ErrorKind::OutOfFuel)
+}
+
+/// A string that refuses to grow past `limit` bytes.
+struct Capped {
+    text: String,
+    limit: usize,
+}
+
+impl fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if s.len() > self.limit.saturating_sub(self.text.len()) {
+            return Err(fmt::Error);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+/// The `join` filter (`value|join(d='', attribute=None)`), bounded. minijinja 3.1's checks its
+/// output against the fuel only when the joiner is not empty, so
+/// `(['x' * 99999999] * 100) | join` built a 10 GB string. This one charges every item and
+/// stops before the output passes what the remaining fuel pays for.
+fn join(
+    state: &State,
+    value: &Value,
+    joiner: Option<String>,
+    attribute: Option<String>,
+    kwargs: Kwargs,
+) -> std::result::Result<String, minijinja::Error> {
+    let joiner = match joiner {
+        Some(j) => j,
+        None => kwargs.get::<Option<String>>("d")?.unwrap_or_default(),
+    };
+    let attribute = match attribute {
+        Some(a) => Some(a),
+        None => kwargs.get::<Option<String>>("attribute")?,
+    };
+    kwargs.assert_all_used()?;
+    let items = value.try_iter().map_err(|e| {
+        minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("cannot join value of type {}", value.kind()),
+        )
+        .with_source(e)
+    })?;
+    let mut out = Capped {
+        text: String::new(),
+        limit: fuel_bytes(state),
+    };
+    for (i, item) in items.enumerate() {
+        state.consume_fuel(1)?;
+        let item = match &attribute {
+            Some(path) => attribute_path(item, path),
+            None => item,
+        };
+        let written = if i > 0 {
+            fmt::Write::write_str(&mut out, &joiner)
+        } else {
+            Ok(())
+        };
+        written
+            .and_then(|()| match item.as_str() {
+                Some(s) => fmt::Write::write_str(&mut out, s),
+                None => fmt::Write::write_fmt(&mut out, format_args!("{item}")),
+            })
+            .map_err(|_| out_of_fuel())?;
+    }
+    state.consume_fuel(out.text.len() as u64 / BYTES_PER_FUEL)?;
+    Ok(out.text)
+}
+
+/// `item.a.0.b`, as minijinja's attribute arguments read it: undefined where a step is missing.
+fn attribute_path(item: Value, path: &str) -> Value {
+    path.split('.')
+        .try_fold(item, |v, step| match step.parse::<usize>() {
+            Ok(i) => v.get_item_by_index(i).ok(),
+            Err(_) => v.get_attr(step).ok(),
+        })
+        .unwrap_or(Value::UNDEFINED)
+}
+
+/// The `tojson` filter, bounded: its indent by [`MAX_JSON_INDENT`]
+/// (`tojson(indent=1000000000)` ran 9 s over gigabytes of spaces), and its output by what the
+/// remaining fuel pays for, checked before it is built: minijinja 3.1 builds the whole JSON
+/// and charges for it afterwards, and pretty JSON repeats depth x indent spaces on every line
+/// (20,000 nested lists with indent 2 are 800 MB). The JSON is charged as minijinja charges its
+/// own serializations (16 units a byte).
+fn tojson(
+    state: &State,
+    value: &Value,
+    indent: Option<Value>,
+    kwargs: Kwargs,
+) -> std::result::Result<Value, minijinja::Error> {
+    let width = match &indent {
+        Some(v) => Some(v.clone()),
+        None => kwargs.peek::<Option<Value>>("indent")?,
+    };
+    let width = match width {
+        None => 0,
+        Some(w) if w.kind() == ValueKind::Bool => usize::from(w.is_true()) * 2,
+        Some(w) => w.as_usize().unwrap_or(0),
+    };
+    if width > MAX_JSON_INDENT {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("tojson indent {width} is more than {MAX_JSON_INDENT}"),
+        ));
+    }
+    if !json_fits(value, width, fuel_bytes(state)) {
+        return Err(out_of_fuel());
+    }
+    let json = minijinja::filters::tojson(value, indent, kwargs)?;
+    let len = json.as_str().map_or(0, str::len) as u64;
+    state.consume_fuel(len.saturating_mul(16) / BYTES_PER_FUEL)?;
+    Ok(json)
+}
+
+/// Whether `value` as JSON (pretty with `indent` spaces a level when not 0) takes at most
+/// `limit` bytes, by an upper bound summed without building it (every string byte counted as
+/// a six-byte escape). The walk keeps one iterator per open container and stops as soon as the
+/// bound passes `limit`, so it visits at most `limit / 3` items.
+fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
+    enum Open {
+        Seq(ValueIter),
+        Map(Value, ValueIter),
+    }
+    let mut total = 0usize;
+    let mut add = |n: usize| {
+        total = total.saturating_add(n);
+        total <= limit
+    };
+    // A separator and a newline, and the indent of an item at `depth`.
+    let item = |depth: usize| 3usize.saturating_add(indent.saturating_mul(depth));
+    let string = |len: usize| len.saturating_mul(6).saturating_add(2);
+    let mut stack: Vec<(Open, usize)> = Vec::new();
+    let mut next = Some((value.clone(), 0usize));
+    loop {
+        if let Some((v, depth)) = next.take() {
+            let fits = match v.kind() {
+                ValueKind::Seq | ValueKind::Iterable | ValueKind::Map => {
+                    let Ok(iter) = v.try_iter() else {
+                        return false;
+                    };
+                    let open = if v.kind() == ValueKind::Map {
+                        Open::Map(v, iter)
+                    } else {
+                        Open::Seq(iter)
+                    };
+                    stack.push((open, depth + 1));
+                    add(2 + item(depth))
+                }
+                ValueKind::String => add(string(v.as_str().map_or(0, str::len))),
+                ValueKind::Bytes => add(v
+                    .as_bytes()
+                    .map_or(0, <[u8]>::len)
+                    .saturating_mul(item(depth + 1).saturating_add(3))),
+                ValueKind::Plain => add(string(v.to_string().len())),
+                _ => add(40),
+            };
+            if !fits {
+                return false;
+            }
+        }
+        let Some((open, depth)) = stack.last_mut() else {
+            return true;
+        };
+        let depth = *depth;
+        let child = match open {
+            Open::Seq(items) => items.next().map(|v| (v, 0)),
+            Open::Map(map, keys) => keys.next().map(|key| {
+                let key_len = string(key.to_string().len()) + 2;
+                (map.get_item(&key).unwrap_or_default(), key_len)
+            }),
+        };
+        match child {
+            Some((v, extra)) => {
+                if !add(item(depth).saturating_add(extra)) {
+                    return false;
+                }
+                next = Some((v, depth));
+            }
+            None => {
+                stack.pop();
+            }
+        }
+    }
+}
+
+/// The `namespace` function, remembering each namespace it makes for
+/// [`break_namespace_cycles`].
+fn namespace(defaults: Option<ValueOrKwargs>) -> std::result::Result<Value, minijinja::Error> {
+    if NAMESPACES.with_borrow(Vec::len) >= MAX_NAMESPACES {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("more than {MAX_NAMESPACES} namespaces"),
+        ));
+    }
+    let ns = minijinja::functions::namespace(defaults)?;
+    NAMESPACES.with_borrow_mut(|all| all.push(ns.clone()));
+    Ok(ns)
+}
+
+/// Empties every namespace the render on this thread created. `{% set ns.me = ns %}` makes a
+/// reference cycle that minijinja (3.1) never frees (it breaks the cycles of macro closures, not
+/// of namespaces), so each render would leak what the namespace holds: up to the fuel's
+/// 128 MB. Every cycle passes through an attribute set by `{% set ns.name = ... %}` after the
+/// namespace was made, and `name` is an identifier, so setting each identifier-named attribute
+/// to none breaks them all; namespaces can only be assigned to from a template, hence the tiny
+/// templates.
+fn break_namespace_cycles(env: &Environment) {
+    let namespaces = NAMESPACES.with_borrow_mut(std::mem::take);
+    for ns in namespaces {
+        let keys: Vec<Value> = ns.try_iter().map(Iterator::collect).unwrap_or_default();
+        for key in keys
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|k| is_identifier(k))
+        {
+            let _ = env.render_str(
+                &format!("{{% set ns.{key} = none %}}"),
+                context! { ns => &ns },
+            );
+        }
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Collects rendered text and fails the render once it would pass `limit` bytes, so a
@@ -235,5 +549,114 @@ mod tests {
         let t = ChatTemplate::new(CHATML, "", "").unwrap();
         let out = t.render(&[ChatMessage::new("user", &long)], true).unwrap();
         assert!(out.len() > long.len());
+    }
+
+    /// Found by fuzzing: minijinja 2.24 indexed out of bounds (a panic, which aborts the page)
+    /// slicing an empty string backwards. Backward slices now follow Python's.
+    #[test]
+    fn slicing_backwards_never_panics() {
+        let source = "{{ ''[::-1] }}|{{ messages[0].content[::-1] }}|{{ 'abc'[::-1] }}|\
+                      {{ 'abc'[5:0:-1] }}|{{ 'abc'[-1:-9:-2] }}|{{ [][::-1] | length }}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        let out = t.render(&[ChatMessage::new("user", "")], false).unwrap();
+        assert_eq!(out, "||cba|cb|ca|0");
+    }
+
+    /// Operations that do all their work in one step, each of which exhausted memory (minijinja
+    /// 2.24) or ran for 9 to 50 s over gigabytes (3.1's own `join` and `tojson`) before
+    /// minijinja 3's data-aware fuel and the bounded `join` and `tojson`. Each must now fail,
+    /// and quickly.
+    #[test]
+    fn one_step_amplifiers_are_bounded() {
+        let doubling = "{% set s = 'xxxxxxxx' %}".to_owned() + &"{% set s = s ~ s %}".repeat(64);
+        let sources = [
+            "{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(64) %}\
+             {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+            &(doubling + "{{ s | length }}"),
+            "{{ ([1] * 1000000000000) | list | length }}",
+            "{{ 'x' | indent(10000000000000) }}",
+            "{{ [1, 2, 3] | slice(1000000000000) | list }}",
+            "{{ ('x' * 100000000) | replace('x', 'xxxxxxxxxx') | length }}",
+            "{{ ('x' * 10000).replace('', 'y' * 10000) | length }}",
+            "{{ '%999999999999s' | format(1) }}",
+            "{{ 'abc' in [1] * 1000000000000000 }}",
+            "{{ (['x' * 99999999] * 100) | join | length }}",
+            "{{ ([{'a': 'x' * 99999999}] * 100) | join(attribute='a') | length }}",
+            "{{ messages | tojson(indent=1000000000) }}",
+            "{{ messages | tojson(indent=17) }}",
+            "{% set ns = namespace(x=1) %}{% for i in range(50000) %}{% set ns.x = [ns.x] %}\
+             {% endfor %}{{ ns.x | tojson(indent=2) | length }}",
+            "{{ ([1] * 100000000) | tojson | length }}",
+        ];
+        for source in sources {
+            let t = ChatTemplate::new(source, "", "").unwrap();
+            let start = std::time::Instant::now();
+            let result = t.render(&[ChatMessage::new("user", "hi")], false);
+            assert!(result.is_err(), "{source}: {result:?}");
+            assert!(
+                start.elapsed().as_secs() < 5,
+                "{source}: took {:?}",
+                start.elapsed()
+            );
+        }
+    }
+
+    /// The replaced `join`, `tojson` and `namespace` behave as minijinja's own.
+    #[test]
+    fn replaced_builtins_keep_their_meaning() {
+        let messages = [
+            ChatMessage::new("system", "s"),
+            ChatMessage::new("user", "u"),
+        ];
+        for (source, expected) in [
+            ("{{ ['a', 'b', 3] | join }}", "ab3"),
+            ("{{ ['a', 'b'] | join(', ') }}", "a, b"),
+            ("{{ ['a', 'b'] | join(d='-') }}", "a-b"),
+            (
+                "{{ messages | join('/', attribute='role') }}",
+                "system/user",
+            ),
+            ("{{ messages | map(attribute='content') | join }}", "su"),
+            ("{{ [[1, 2], 'x'] | join(';') }}", "[1, 2];x"),
+            (
+                "{{ messages[0] | tojson }}",
+                r#"{"role": "system", "content": "s"}"#,
+            ),
+            (
+                "{{ {'a': [1]} | tojson(indent=2) }}",
+                "{\n  \"a\": [\n    1\n  ]\n}",
+            ),
+            ("{{ [1] | tojson(indent=16) | length }}", "21"),
+            (
+                "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}\
+                 {% endfor %}{{ ns.n }}{{ namespace(a=1, b=2).b }}",
+                "22",
+            ),
+        ] {
+            let t = ChatTemplate::new(source, "", "").unwrap();
+            assert_eq!(t.render(&messages, false).unwrap(), expected, "{source}");
+        }
+        let t = ChatTemplate::new("{{ 1 | join }}", "", "").unwrap();
+        assert!(t.render(&messages, false).is_err());
+    }
+
+    /// A value nested as deep as the fuel allows (231,000 lists) printed, serialized and
+    /// dropped: each is recursive in minijinja, and overflowed the stack (aborting the process)
+    /// before renders ran on a thread of their own. Runs on the test's own 2 MB thread.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn deeply_nested_values_do_not_overflow_the_stack() {
+        for tail in ["{{ ns.x }}", "{{ ns.x | tojson }}", "{{ ns.x | length }}"] {
+            let source = "{% set ns = namespace(x=1) %}{% for j in range(3) %}\
+                          {% for i in range(77000) %}{% set ns.x = [ns.x] %}{% endfor %}\
+                          {% endfor %}"
+                .to_owned()
+                + tail;
+            let t = ChatTemplate::new(&source, "", "").unwrap();
+            match t.render(&[], false) {
+                Ok(text) => assert_eq!(text, "1", "{tail}"),
+                Err(e) => assert!(matches!(e, ModelError::ChatTemplateFuel { .. }), "{e}"),
+            }
+        }
     }
 }

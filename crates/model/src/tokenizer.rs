@@ -261,7 +261,8 @@ impl Tokenizer {
 }
 
 /// Turns tokens into text as they arrive, holding back bytes of a character that a later token
-/// completes, so every piece it returns is valid UTF-8.
+/// completes, so every piece it returns is valid UTF-8 and the pieces join to exactly the text
+/// [`Tokenizer::decode`] gives for the whole sequence.
 pub struct TokenDecoder<'a> {
     tokenizer: &'a Tokenizer,
     pending: Vec<u8>,
@@ -272,19 +273,36 @@ impl TokenDecoder<'_> {
     pub fn push(&mut self, id: u32) -> String {
         self.pending
             .extend_from_slice(self.tokenizer.token_bytes(id));
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(_) => self.pending.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            // An invalid sequence that no later byte can fix: emit it replaced.
-            Err(_) => {
-                let text = String::from_utf8_lossy(&self.pending).into_owned();
-                self.pending.clear();
-                return text;
+        // Invalid sequences become U+FFFD one by one, as `String::from_utf8_lossy` replaces
+        // them in the whole text; only an incomplete character at the very end waits. (Flushing
+        // everything at the first invalid byte would also replace a character that the next
+        // token completes, and the streamed text would differ from `decode`'s.)
+        let mut text = String::new();
+        let mut rest = self.pending.as_slice();
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    text.push_str(valid);
+                    rest = &[];
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match e.error_len() {
+                        Some(n) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[n..];
+                        }
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
             }
-        };
-        let rest = self.pending.split_off(valid);
-        let done = std::mem::replace(&mut self.pending, rest);
-        String::from_utf8(done).unwrap_or_default()
+        }
+        self.pending = rest.to_vec();
+        text
     }
 
     /// Returns what is still held back (an incomplete character becomes U+FFFD).
@@ -369,6 +387,7 @@ mod tests {
     use runahead_gguf::{GgufFile, GgufWriter, Value, ValueType};
 
     use super::*;
+    use crate::testing::TinyModel;
 
     /// A tiny vocabulary whose merges reach "ab" + "c" but never "abc", which is a token of its
     /// own, with a control and a user-defined token.
@@ -413,5 +432,44 @@ mod tests {
         assert_eq!(tok.encode("<|x|><x>").unwrap(), [5, 6, 7, 6, 8, 10]);
         tok.set_parse_special(true);
         assert_eq!(tok.encode("<|x|><x>").unwrap(), [9, 10]);
+    }
+
+    /// Found by fuzzing (fuzz/, target `tokenizer`): after an invalid byte, the streaming
+    /// decoder replaced the start of the next character too ("\u{fffd}\u{fffd}" where decode
+    /// gives "\u{fffd}€" for E1 E2 82 AC). Every sequence of three byte tokens drawn from
+    /// ASCII, continuation, lead and never-valid bytes must stream to exactly the text decode
+    /// gives.
+    #[test]
+    fn streaming_decode_equals_decode_after_invalid_bytes() {
+        let file = GgufFile::from_bytes(TinyModel::llama().to_gguf()).unwrap();
+        let tok = Tokenizer::from_metadata(&file.header.metadata).unwrap();
+        let id_of = |b: u8| {
+            (0..tok.vocab_size() as u32)
+                .find(|&id| tok.token_bytes(id) == [b])
+                .unwrap()
+        };
+        let bytes = [0x41, 0x80, 0x82, 0xac, 0xbc, 0xc3, 0xe1, 0xe2, 0xf0, 0xff];
+        let ids: Vec<u32> = bytes.iter().map(|&b| id_of(b)).collect();
+        let stream = |seq: &[u32]| {
+            let mut decoder = tok.decoder();
+            let mut text: String = seq.iter().map(|&id| decoder.push(id)).collect();
+            text.push_str(&decoder.finish());
+            text
+        };
+        let mut sequences = vec![
+            [0xe1, 0xe2, 0x82, 0xac].map(id_of).to_vec(),
+            [0xff, 0xe2, 0x82, 0xac, 0x41].map(id_of).to_vec(),
+        ];
+        for &a in &ids {
+            for &b in &ids {
+                for &c in &ids {
+                    sequences.push(vec![a, b, c]);
+                }
+            }
+        }
+        for seq in &sequences {
+            assert_eq!(stream(seq), tok.decode(seq), "{seq:?}");
+        }
+        assert_eq!(stream(&sequences[0]), "\u{fffd}€");
     }
 }
