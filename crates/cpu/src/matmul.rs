@@ -120,7 +120,6 @@ pub fn matmul_many(
         };
         compute_rows(kernels, &matrices[j], &input, n, first_row, part);
     });
-    drop(queue);
     for ((_, out), tr) in jobs.iter_mut().zip(&transposed) {
         if n > 1 {
             let rows = out.len() / n;

@@ -107,8 +107,8 @@ pub fn decode_q32(f: Q32Format, b: &[u8]) -> (f32, f32, [i8; 32]) {
 /// `4l..4l + 4`. Exact in i32.
 pub fn lane_sums(w: &[i8; 32], x: &[i8; 32]) -> [i32; 8] {
     let mut s = [0i32; 8];
-    for (i, (&a, &b)) in w.iter().zip(x).enumerate() {
-        s[i / 4] += a as i32 * b as i32;
+    for (l, (a, b)) in s.iter_mut().zip(w.chunks_exact(4).zip(x.chunks_exact(4))) {
+        *l = (0..4).map(|k| a[k] as i32 * b[k] as i32).sum();
     }
     s
 }
