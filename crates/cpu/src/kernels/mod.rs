@@ -6,6 +6,8 @@
 //! three `*_tile` functions, an [`Isa`] variant, its detection in [`Isa::is_available`], and
 //! its arm in the dispatch below.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 pub mod scalar;
 
 use crate::activations::{BlockQ8, BlockQ8K};
@@ -39,7 +41,13 @@ impl Isa {
     pub fn is_available(self) -> bool {
         match self {
             Isa::Scalar => true,
-            // The AVX2 kernels come next; until then nothing selects them.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 => false,
         }
     }
@@ -87,7 +95,10 @@ impl Kernels {
         debug_assert!((1..=TILE).contains(&out.len()));
         debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.element_bytes()));
         match self.isa {
-            Isa::Scalar | Isa::Avx2 => scalar::float_tile(f, w_row, x, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+            Isa::Avx2 => unsafe { avx2::float_tile(f, w_row, x, out) },
+            _ => scalar::float_tile(f, w_row, x, out),
         }
     }
 
@@ -97,7 +108,10 @@ impl Kernels {
         debug_assert!((1..=TILE).contains(&out.len()));
         debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.block_bytes()));
         match self.isa {
-            Isa::Scalar | Isa::Avx2 => scalar::q32_tile(f, w_row, x, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+            Isa::Avx2 => unsafe { avx2::q32_tile(f, w_row, x, out) },
+            _ => scalar::q32_tile(f, w_row, x, out),
         }
     }
 
@@ -107,7 +121,10 @@ impl Kernels {
         debug_assert!((1..=TILE).contains(&out.len()));
         debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.block_bytes()));
         match self.isa {
-            Isa::Scalar | Isa::Avx2 => scalar::k_tile(f, w_row, x, out),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+            Isa::Avx2 => unsafe { avx2::k_tile(f, w_row, x, out) },
+            _ => scalar::k_tile(f, w_row, x, out),
         }
     }
 }
