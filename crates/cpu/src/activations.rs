@@ -6,14 +6,51 @@
 //! Quantization is scalar on every instruction set: it costs `rows * cols` against the
 //! `rows * cols * out_features` of the product it feeds, and one implementation cannot drift.
 
-/// 32 activations: `x[i] ≈ d * qs[i]`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct BlockQ8 {
-    pub d: f32,
+/// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]`. Scales are kept apart
+/// from the values so a kernel loads four consecutive blocks' scales at once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Q8Rows {
+    pub qs: Vec<[i8; 32]>, // [blocks][32]
+    pub d: Vec<f32>,       // [blocks]
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
-    pub s: f32,
-    pub qs: [i8; 32],
+    pub s: Vec<f32>, // [blocks]
+}
+
+impl Q8Rows {
+    pub fn as_slice(&self) -> Q8Slice<'_> {
+        Q8Slice {
+            qs: &self.qs,
+            d: &self.d,
+            s: &self.s,
+        }
+    }
+}
+
+/// A run of blocks of [`Q8Rows`] (a tile's rows, one after another).
+#[derive(Clone, Copy, Debug)]
+pub struct Q8Slice<'a> {
+    pub qs: &'a [[i8; 32]],
+    pub d: &'a [f32],
+    pub s: &'a [f32],
+}
+
+impl<'a> Q8Slice<'a> {
+    pub fn len(&self) -> usize {
+        self.qs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.qs.is_empty()
+    }
+
+    /// Blocks `range`.
+    pub fn blocks(&self, range: std::ops::Range<usize>) -> Q8Slice<'a> {
+        Q8Slice {
+            qs: &self.qs[range.clone()],
+            d: &self.d[range.clone()],
+            s: &self.s[range],
+        }
+    }
 }
 
 /// 256 activations: `x[i] ≈ d * qs[i]`, with the sum of each run of 16.
@@ -43,27 +80,53 @@ fn scale_of(block: &[f32]) -> (f32, f32) {
     (d, id)
 }
 
-/// Rounds to the nearest integer (ties to even), in [-127, 127]: the activation side of an
-/// unsigned x signed byte product never holds -128, so SIMD sign tricks cannot overflow.
+/// `v * id` rounded to the nearest integer, ties to even. `|v * id| <= 127` (`id` is 127 over
+/// the block's largest magnitude), so the result is in [-127, 127]: the activation side of an
+/// unsigned x signed byte product never holds -128, and SIMD sign tricks cannot overflow.
 fn quantize_value(v: f32, id: f32) -> i8 {
-    (v * id).round_ties_even().clamp(-127.0, 127.0) as i8
+    // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits (plain IEEE
+    // arithmetic, no libm `rintf` call, and integer-only after it, so the loop vectorizes).
+    const MAGIC: f32 = 12_582_912.0;
+    ((v * id + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i8
 }
 
-/// Appends the blocks of `x` (a whole number of blocks of 32) to `out`.
-pub fn quantize_q8(x: &[f32], out: &mut Vec<BlockQ8>) {
-    debug_assert!(x.len().is_multiple_of(32));
-    for block in x.chunks_exact(32) {
-        let (d, id) = scale_of(block);
-        let mut qs = [0i8; 32];
+/// Quantizes one block; a block with a NaN or infinity gets a NaN scale and zero values.
+fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
+    let (d, id) = scale_of(block);
+    if d.is_nan() {
+        qs.fill(0);
+    } else {
         for (q, &v) in qs.iter_mut().zip(block) {
             *q = quantize_value(v, id);
         }
+    }
+    d
+}
+
+/// Blocks of 32 per row are padded to a multiple of this with empty blocks (zero values and
+/// scales), so SIMD kernels take four blocks at a time without a tail.
+pub const Q8_GROUP: usize = 4;
+
+/// Blocks a row of `cols` activations takes in [`Q8Rows`], padding included.
+pub fn q8_blocks_per_row(cols: usize) -> usize {
+    (cols / 32).div_ceil(Q8_GROUP) * Q8_GROUP
+}
+
+/// Appends the blocks of one row `x` (a whole number of blocks of 32) to `out`, padded.
+pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
+    debug_assert!(x.len().is_multiple_of(32));
+    for block in x.chunks_exact(32) {
+        let mut qs = [0i8; 32];
+        let d = quantize_block(block, &mut qs);
         let sum: i32 = qs.iter().map(|&q| q as i32).sum();
-        out.push(BlockQ8 {
-            d,
-            s: d * sum as f32,
-            qs,
-        });
+        out.qs.push(qs);
+        out.d.push(d);
+        out.s.push(d * sum as f32);
+    }
+    for _ in x.len() / 32..q8_blocks_per_row(x.len()) {
+        out.qs.push([0; 32]);
+        out.d.push(0.0);
+        out.s.push(0.0);
     }
 }
 
@@ -71,11 +134,8 @@ pub fn quantize_q8(x: &[f32], out: &mut Vec<BlockQ8>) {
 pub fn quantize_q8k(x: &[f32], out: &mut Vec<BlockQ8K>) {
     debug_assert!(x.len().is_multiple_of(256));
     for block in x.chunks_exact(256) {
-        let (d, id) = scale_of(block);
         let mut qs = [0i8; 256];
-        for (q, &v) in qs.iter_mut().zip(block) {
-            *q = quantize_value(v, id);
-        }
+        let d = quantize_block(block, &mut qs);
         let mut bsums = [0i16; 16];
         for (s, run) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
             // |sum| <= 16 * 127, well inside i16.
@@ -91,7 +151,7 @@ pub struct Activations<'a> {
     pub rows: &'a [f32], // [n, cols]
     pub n: usize,
     pub cols: usize,
-    q8: Vec<BlockQ8>,   // [n, cols / 32], empty until needed
+    q8: Q8Rows,         // [n, q8_blocks_per_row(cols)] blocks, empty until needed
     q8k: Vec<BlockQ8K>, // [n, cols / 256], empty until needed
 }
 
@@ -102,23 +162,24 @@ impl<'a> Activations<'a> {
             rows,
             n: rows.len() / cols.max(1),
             cols,
-            q8: Vec::new(),
+            q8: Q8Rows::default(),
             q8k: Vec::new(),
         }
     }
 
-    /// The rows in blocks of 32 (quantized on first use).
-    pub fn q8(&mut self) -> &[BlockQ8] {
-        if self.q8.is_empty() {
-            self.q8.reserve(self.rows.len() / 32);
-            quantize_q8(self.rows, &mut self.q8);
+    /// The rows in blocks of 32, [`q8_blocks_per_row`] per row (quantized on first use).
+    pub fn q8(&mut self) -> Q8Slice<'_> {
+        if self.q8.qs.is_empty() {
+            for row in self.rows.chunks_exact(self.cols) {
+                quantize_q8(row, &mut self.q8);
+            }
         }
-        &self.q8
+        self.q8.as_slice()
     }
 
     /// The blocks of 32 made so far (empty before [`Activations::q8`]).
-    pub fn q8_ready(&self) -> &[BlockQ8] {
-        &self.q8
+    pub fn q8_ready(&self) -> Q8Slice<'_> {
+        self.q8.as_slice()
     }
 
     /// The blocks of 256 made so far (empty before [`Activations::q8k`]).
@@ -145,24 +206,21 @@ mod tests {
         let x: Vec<f32> = (0..64)
             .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37)
             .collect();
-        let mut q = Vec::new();
+        let mut q = Q8Rows::default();
         quantize_q8(&x, &mut q);
-        assert_eq!(q.len(), 2);
-        for (b, block) in q.iter().enumerate() {
+        assert_eq!(q.qs.len(), 4, "two blocks and two of padding");
+        assert!(q.qs[2..].iter().all(|b| *b == [0; 32]) && q.d[2..] == [0.0; 2]);
+        for (b, (qs, &d)) in q.qs.iter().zip(&q.d).enumerate().take(2) {
             assert!(
-                block.qs.iter().any(|&v| v.abs() == 127),
+                qs.iter().any(|&v| v.abs() == 127),
                 "block {b} uses the range"
             );
             for i in 0..32 {
-                let back = block.d * block.qs[i] as f32;
-                let err = (back - x[b * 32 + i]).abs();
-                assert!(
-                    err <= block.d * 0.5 + 1e-6,
-                    "element {i} of block {b}: {err}"
-                );
+                let err = (d * qs[i] as f32 - x[b * 32 + i]).abs();
+                assert!(err <= d * 0.5 + 1e-6, "element {i} of block {b}: {err}");
             }
-            let sum: i32 = block.qs.iter().map(|&v| v as i32).sum();
-            assert_eq!(block.s, block.d * sum as f32);
+            let sum: i32 = qs.iter().map(|&v| v as i32).sum();
+            assert_eq!(q.s[b], d * sum as f32);
         }
     }
 
@@ -181,11 +239,29 @@ mod tests {
     }
 
     #[test]
+    fn rounding_is_to_nearest_with_ties_to_even() {
+        for (v, q) in [
+            (0.5, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (-0.5, 0),
+            (-1.5, -2),
+            (126.5, 126),
+            (127.0, 127),
+        ] {
+            assert_eq!(quantize_value(v, 1.0), q, "{v}");
+        }
+        assert_eq!(quantize_value(-127.0, 1.0), -127);
+        assert_eq!(quantize_value(0.49999997, 1.0), 0);
+    }
+
+    #[test]
     fn non_finite_input_gives_a_nan_scale() {
         let mut x = vec![0.5f32; 32];
         x[3] = f32::NAN;
-        let mut q = Vec::new();
+        let mut q = Q8Rows::default();
         quantize_q8(&x, &mut q);
-        assert!(q[0].d.is_nan());
+        assert!(q.d[0].is_nan());
+        assert!(q.qs[0].iter().all(|&v| v == 0));
     }
 }

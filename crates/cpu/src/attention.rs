@@ -5,13 +5,14 @@
 use std::sync::Mutex;
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
-use crate::ops::{dot, softmax};
+use crate::kernels::{F16Rows, Kernels};
+use crate::ops::softmax;
 use crate::pool::Team;
 
 /// One layer's attention problem.
 pub struct Attention<'a> {
+    pub kernels: Kernels,
     pub q: &'a [f32],        // [n, n_heads * head_dim], after RoPE
     pub k: &'a [f16],        // [slots, kv_dim]: the layer's cache, block entries included
     pub v: &'a [f16],        // [slots, kv_dim]
@@ -54,19 +55,16 @@ impl Attention<'_> {
                 .filter(|&j| self.visible[i * n + j])
                 .map(|j| self.base + j),
         );
-        s.row.resize(hd, 0.0);
-        s.scores.clear();
-        for &slot in &s.slots {
-            self.k[slot * kv_dim + kvh * hd..][..hd].convert_to_f32_slice(&mut s.row);
-            s.scores.push(dot(qh, &s.row) * scale);
-        }
+        let rows = |data| F16Rows {
+            data,
+            stride: kv_dim,
+            offset: kvh * hd,
+            len: hd,
+        };
+        let k = self.kernels;
+        k.scores(qh, rows(self.k), &s.slots, scale, &mut s.scores);
         softmax(&mut s.scores);
-        for (&slot, &p) in s.slots.iter().zip(&s.scores) {
-            self.v[slot * kv_dim + kvh * hd..][..hd].convert_to_f32_slice(&mut s.row);
-            for (o, &v) in out.iter_mut().zip(&s.row) {
-                *o += p * v;
-            }
-        }
+        k.weighted_sum(rows(self.v), &s.slots, &s.scores, out);
     }
 }
 
@@ -75,5 +73,4 @@ impl Attention<'_> {
 struct Scratch {
     slots: Vec<usize>,
     scores: Vec<f32>,
-    row: Vec<f32>, // [head_dim]
 }

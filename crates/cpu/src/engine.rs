@@ -133,6 +133,7 @@ impl CpuEngine {
             }
             self.cache.write(l, base, &kk, &v);
             let attn = Attention {
+                kernels: k,
                 q: &q,
                 k: &self.cache.k[l],
                 v: &self.cache.v[l],

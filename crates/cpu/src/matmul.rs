@@ -4,10 +4,10 @@
 
 use std::sync::Mutex;
 
-use crate::activations::Activations;
+use crate::activations::{q8_blocks_per_row, Activations};
 use crate::error::CpuError;
 use crate::formats::WeightFormat;
-use crate::kernels::{Kernels, TILE};
+use crate::kernels::{Kernels, Out, TILE};
 use crate::pool::Team;
 
 /// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
@@ -105,7 +105,7 @@ pub fn matmul_many(
     for (j, ((w, out), tr)) in jobs.iter_mut().zip(transposed.iter_mut()).enumerate() {
         debug_assert_eq!(out.len(), n * w.rows);
         debug_assert_eq!(x.cols, w.cols);
-        let chunk = chunk_rows(w.rows, team.threads());
+        let chunk = chunk_rows(w, team.threads());
         let dst: &mut [f32] = if n == 1 { out } else { tr };
         for (c, part) in dst.chunks_mut(chunk * n).enumerate() {
             units.push((j, c * chunk, part));
@@ -132,20 +132,27 @@ pub fn matmul_many(
     }
 }
 
-/// Rows per unit of work: one unit per thread would leave a thread idle when another is slowed
-/// (a busy machine); many small units cost a queue lock each.
-fn chunk_rows(rows: usize, threads: usize) -> usize {
-    if threads <= 1 {
-        rows
+/// Weight bytes per unit of work, so that a unit's rows stay in the L2 cache while every
+/// tile of input rows passes over them.
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// Rows per unit of work: few enough to stay in cache, and several units per thread, since
+/// one unit per thread would leave a thread idle when another is slowed (a busy machine);
+/// each unit costs a queue lock.
+fn chunk_rows(w: &Matrix, threads: usize) -> usize {
+    let by_cache = (CHUNK_BYTES / w.row_bytes()).max(1);
+    let by_threads = if threads > 1 {
+        w.rows.div_ceil(threads * 8)
     } else {
-        rows.div_ceil(threads * 8).max(16)
-    }
+        w.rows
+    };
+    by_cache.min(by_threads).max(1)
 }
 
 /// The input of a product in the forms the kernels take.
 struct Input<'a> {
     f32_rows: &'a [f32],                     // [n, cols]
-    q8: &'a [crate::activations::BlockQ8],   // [n, cols / 32] (when needed)
+    q8: crate::activations::Q8Slice<'a>,     // [n, q8_blocks_per_row] (when needed)
     q8k: &'a [crate::activations::BlockQ8K], // [n, cols / 256] (when needed)
 }
 
@@ -158,25 +165,28 @@ fn compute_rows(
     first_row: usize,
     part: &mut [f32],
 ) {
-    let per_row = |r: usize| w.row(first_row + r);
-    for (r, out) in part.chunks_exact_mut(n).enumerate() {
-        let w_row = per_row(r);
-        for t0 in (0..n).step_by(TILE) {
-            let tile = &mut out[t0..(t0 + TILE).min(n)];
-            let rows = t0..t0 + tile.len();
-            match w.format {
-                WeightFormat::Float(f) => {
-                    let c = w.cols;
-                    kernels.float_tile(f, w_row, &x.f32_rows[rows.start * c..rows.end * c], tile)
-                }
-                WeightFormat::Q32(f) => {
-                    let nb = w.cols / 32;
-                    kernels.q32_tile(f, w_row, &x.q8[rows.start * nb..rows.end * nb], tile)
-                }
-                WeightFormat::K(f) => {
-                    let nb = w.cols / 256;
-                    kernels.k_tile(f, w_row, &x.q8k[rows.start * nb..rows.end * nb], tile)
-                }
+    let (rb, rows) = (w.row_bytes(), part.len() / n);
+    let w_rows = &w.bytes[first_row * rb..(first_row + rows) * rb];
+    for t0 in (0..n).step_by(TILE) {
+        let tile = TILE.min(n - t0);
+        let out = Out {
+            values: &mut part[t0..],
+            stride: n,
+            tile,
+        };
+        let t = t0..t0 + tile;
+        match w.format {
+            WeightFormat::Float(f) => {
+                let x = &x.f32_rows[t.start * w.cols..t.end * w.cols];
+                kernels.float_rows(f, w_rows, rb, x, out)
+            }
+            WeightFormat::Q32(f) => {
+                let nb = q8_blocks_per_row(w.cols);
+                kernels.q32_rows(f, w_rows, rb, x.q8.blocks(t.start * nb..t.end * nb), out)
+            }
+            WeightFormat::K(f) => {
+                let nb = w.cols / 256;
+                kernels.k_rows(f, w_rows, rb, &x.q8k[t.start * nb..t.end * nb], out)
             }
         }
     }

@@ -4,17 +4,6 @@
 
 use runahead_model::{ModelConfig, RopeMode};
 
-use crate::kernels::scalar::hsum8;
-
-/// Dot product in the reference's order: eight interleaved lanes, then [`hsum8`].
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
-        acc[i % 8] += x * y;
-    }
-    hsum8(&acc)
-}
-
 /// RMSNorm of each row of `x` (rows of `w.len()`), scaled by `w`; the mean of squares in f64.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let mut out = Vec::with_capacity(x.len());

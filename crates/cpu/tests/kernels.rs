@@ -89,11 +89,12 @@ fn activation_rounding_error_stays_within_half_a_step() {
     }
 }
 
-/// A row's products are the same bits alone or among 2..17 rows (tiles of 8 plus a tail).
+/// A row's products are the same bits alone or among 2..17 rows (tiles of 8 plus a tail), and
+/// whatever the thread count.
 #[test]
 fn products_do_not_depend_on_the_number_of_rows() {
     for format in WeightFormat::all() {
-        let (rows, cols) = (5, 512);
+        let (rows, cols) = (75, 512);
         let bytes = random_matrix(format, rows, cols, 3);
         let w = Matrix::new("w", format, rows, cols, &bytes).unwrap();
         let x = random_input(17, cols, 4);
@@ -103,6 +104,10 @@ fn products_do_not_depend_on_the_number_of_rows() {
         for n in 2..=17 {
             let block = product(Kernels::scalar(), 1, w, &x[..n * cols]);
             assert_bits_eq(&block, &alone[..n * rows], &format!("{format:?}, {n} rows"));
+        }
+        for threads in 2..=3 {
+            let split = product(Kernels::best(), threads, w, &x);
+            assert_bits_eq(&split, &alone, &format!("{format:?}, {threads} threads"));
         }
     }
 }

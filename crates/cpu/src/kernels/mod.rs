@@ -10,7 +10,7 @@
 mod avx2;
 pub mod scalar;
 
-use crate::activations::{BlockQ8, BlockQ8K};
+use crate::activations::{BlockQ8K, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
 
 /// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
@@ -89,42 +89,117 @@ impl Kernels {
         self.isa
     }
 
-    /// `out[t] = w_row · x[t]` for a float weight row and `out.len()` (1..=[`TILE`]) rows of
-    /// f32 activations (`x`: `[out.len(), cols]`).
-    pub fn float_tile(self, f: FloatFormat, w_row: &[u8], x: &[f32], out: &mut [f32]) {
-        debug_assert!((1..=TILE).contains(&out.len()));
-        debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.element_bytes()));
+    /// For every weight row `r` of `w_rows` (whole rows of `row_bytes` bytes) and each of
+    /// the `tile` (1..=[`TILE`]) activation rows `x[t]`: `out[r * stride + t] = row_r · x[t]`.
+    /// Float weights against f32 activations (`x`: `[tile, cols]`).
+    pub fn float_rows(self, f: FloatFormat, w_rows: &[u8], row_bytes: usize, x: &[f32], out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.element_bytes()));
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-            Isa::Avx2 => unsafe { avx2::float_tile(f, w_row, x, out) },
-            _ => scalar::float_tile(f, w_row, x, out),
+            Isa::Avx2 => unsafe { avx2::float_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| {
+                scalar::float_tile(f, w, x, o)
+            }),
         }
     }
 
-    /// `out[t] = w_row · x[t]` for a row of 32-element blocks and `out.len()` rows of
-    /// activation blocks (`x`: `[out.len(), blocks]`).
-    pub fn q32_tile(self, f: Q32Format, w_row: &[u8], x: &[BlockQ8], out: &mut [f32]) {
-        debug_assert!((1..=TILE).contains(&out.len()));
-        debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.block_bytes()));
+    /// As [`Kernels::float_rows`] for 32-element blocks against activation blocks
+    /// (`x`: `[tile, q8_blocks_per_row]`, padded).
+    pub fn q32_rows(self, f: Q32Format, w_rows: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(
+            x.len(),
+            out.tile * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
+        );
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-            Isa::Avx2 => unsafe { avx2::q32_tile(f, w_row, x, out) },
-            _ => scalar::q32_tile(f, w_row, x, out),
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::q32_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o)),
         }
     }
 
-    /// `out[t] = w_row · x[t]` for a row of K-quant super-blocks and `out.len()` rows of
-    /// activation blocks of 256 (`x`: `[out.len(), blocks]`).
-    pub fn k_tile(self, f: KFormat, w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
-        debug_assert!((1..=TILE).contains(&out.len()));
-        debug_assert_eq!(x.len(), out.len() * (w_row.len() / f.block_bytes()));
+    /// As [`Kernels::float_rows`] for K-quant super-blocks against activation blocks of 256
+    /// (`x`: `[tile, blocks]`).
+    pub fn k_rows(self, f: KFormat, w_rows: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.block_bytes()));
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-            Isa::Avx2 => unsafe { avx2::k_tile(f, w_row, x, out) },
-            _ => scalar::k_tile(f, w_row, x, out),
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o)),
         }
+    }
+}
+
+/// Rows of an f16 matrix (a layer's KV cache): row `slot` is
+/// `data[slot * stride + offset..][..len]` (one head of one cache entry).
+#[derive(Clone, Copy, Debug)]
+pub struct F16Rows<'a> {
+    pub data: &'a [half::f16],
+    pub stride: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl<'a> F16Rows<'a> {
+    pub fn row(&self, slot: usize) -> &'a [half::f16] {
+        &self.data[slot * self.stride + self.offset..][..self.len]
+    }
+}
+
+impl Kernels {
+    /// Attention scores of one head: `out[j] = dot(q, k.row(slots[j])) * scale`, each dot in
+    /// the eight-lane order of the float products.
+    pub fn scores(self, q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+        debug_assert_eq!(q.len(), k.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            _ => scalar::scores(q, k, slots, scale, out),
+        }
+    }
+
+    /// Attention output of one head: `out[e] += p[j] * v.row(slots[j])[e]`, slot after slot
+    /// (a product rounded, then added).
+    pub fn weighted_sum(self, v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+        debug_assert_eq!(out.len(), v.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            _ => scalar::weighted_sum(v, slots, p, out),
+        }
+    }
+}
+
+/// Where a kernel writes: `values[r * stride + t]` for weight row `r` and tile row `t` (a
+/// tile's column of a `[rows, stride]` block, `values` starting at the tile's first column).
+pub struct Out<'a> {
+    pub values: &'a mut [f32],
+    pub stride: usize,
+    pub tile: usize,
+}
+
+impl Out<'_> {
+    /// The `tile` values of weight row `r`.
+    pub fn row(&mut self, r: usize) -> &mut [f32] {
+        &mut self.values[r * self.stride..r * self.stride + self.tile]
+    }
+}
+
+/// Calls `kernel(weight row, its outputs)` for every row.
+pub(crate) fn each_row(
+    w_rows: &[u8],
+    row_bytes: usize,
+    mut out: Out,
+    mut kernel: impl FnMut(&[u8], &mut [f32]),
+) {
+    for (r, w) in w_rows.chunks_exact(row_bytes).enumerate() {
+        kernel(w, out.row(r));
     }
 }

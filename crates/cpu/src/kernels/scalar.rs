@@ -6,9 +6,12 @@
 //!
 //! - float formats: eight f32 lanes, lane `l` summing elements `i ≡ l (mod 8)` in order (a
 //!   product rounded, then added), then [`hsum8`];
-//! - 32-element blocks: per block, eight exact integer sums of four consecutive products;
-//!   lane `l` adds `(d_w * d_x) * sum_l` block after block; then [`hsum8`], plus, for formats
-//!   with an offset, `sum over blocks of m_w * s_x` accumulated in block order;
+//! - 32-element blocks, in groups of [`GROUP`] = 4 blocks (the last group padded with empty
+//!   blocks, whose products and scales are zero): per group, eight exact integer sums, lane `k` (`k < 4`) over the first 16
+//!   products of block `k` and lane `4 + k` over its last 16; lane `l` adds
+//!   `(d_w * d_x)[block l % 4] * sum_l` group after group; then [`hsum8`], plus, for formats
+//!   with an offset, four lanes adding `m_w * s_x` of block `k` group after group, then
+//!   [`hsum4`];
 //! - K-quant super-blocks: per super-block, exact integer sums `sumi` (scaled products) and
 //!   `summ` (scaled minimums); one f32 accumulator adds `d*d_x * sumi - dmin*d_x * summ`
 //!   super-block after super-block.
@@ -18,7 +21,9 @@
 
 use half::{bf16, f16};
 
-use crate::activations::{BlockQ8, BlockQ8K};
+use super::F16Rows;
+
+use crate::activations::{BlockQ8K, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
 use crate::kernels::TILE;
 
@@ -27,6 +32,11 @@ use crate::kernels::TILE;
 pub fn hsum8(a: &[f32; 8]) -> f32 {
     let s = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
     (s[0] + s[2]) + (s[1] + s[3])
+}
+
+/// `(m0 + m2) + (m1 + m3)`: the horizontal sum of four lanes.
+pub fn hsum4(m: &[f32; 4]) -> f32 {
+    (m[0] + m[2]) + (m[1] + m[3])
 }
 
 pub fn f16_at(b: &[u8], at: usize) -> f32 {
@@ -103,33 +113,52 @@ pub fn decode_q32(f: Q32Format, b: &[u8]) -> (f32, f32, [i8; 32]) {
     }
 }
 
-/// The eight lane sums of a block product: lane `l` is `sum(w[i] * x[i])` over `i` in
-/// `4l..4l + 4`. Exact in i32.
-pub fn lane_sums(w: &[i8; 32], x: &[i8; 32]) -> [i32; 8] {
-    let mut s = [0i32; 8];
-    for (l, (a, b)) in s.iter_mut().zip(w.chunks_exact(4).zip(x.chunks_exact(4))) {
-        *l = (0..4).map(|k| a[k] as i32 * b[k] as i32).sum();
-    }
-    s
+/// Blocks per group of a 32-element-block product (activation rows are padded to it).
+pub const GROUP: usize = crate::activations::Q8_GROUP;
+
+/// `sum(w[i] * x[i])` over `i` in `range` (exact in i32).
+fn int_dot(w: &[i8; 32], x: &[i8; 32], range: std::ops::Range<usize>) -> i32 {
+    w[range.clone()]
+        .iter()
+        .zip(&x[range])
+        .map(|(&a, &b)| a as i32 * b as i32)
+        .sum()
 }
 
-pub fn q32_tile(f: Q32Format, w_row: &[u8], x: &[BlockQ8], out: &mut [f32]) {
-    let nb = x.len() / out.len();
+/// `x` holds [`crate::activations::q8_blocks_per_row`] blocks per row.
+pub fn q32_tile(f: Q32Format, w_row: &[u8], x: Q8Slice, out: &mut [f32]) {
+    let bb = f.block_bytes();
+    let nb = w_row.len() / bb;
+    let stride = x.len() / out.len();
     let mut acc = [[0f32; 8]; TILE];
-    let mut msum = [0f32; TILE];
-    for (b, block) in w_row.chunks_exact(f.block_bytes()).enumerate() {
-        let (d, m, q) = decode_q32(f, block);
+    let mut macc = [[0f32; 4]; TILE];
+    for g in 0..nb.div_ceil(GROUP) {
+        // The group's blocks, decoded once for every row of the tile; `None` pads.
+        let blocks: [Option<(f32, f32, [i8; 32])>; GROUP] = std::array::from_fn(|k| {
+            let b = g * GROUP + k;
+            (b < nb).then(|| decode_q32(f, &w_row[b * bb..(b + 1) * bb]))
+        });
         for t in 0..out.len() {
-            let xb = &x[t * nb + b];
-            let dd = d * xb.d;
-            for (a, s) in acc[t].iter_mut().zip(lane_sums(&q, &xb.qs)) {
-                *a += dd * s as f32;
+            let (mut sums, mut dd, mut mm) = ([0i32; 8], [0f32; 4], [0f32; 4]);
+            for (k, block) in blocks.iter().enumerate() {
+                if let Some((d, m, q)) = block {
+                    let i = t * stride + g * GROUP + k;
+                    sums[k] = int_dot(q, &x.qs[i], 0..16);
+                    sums[4 + k] = int_dot(q, &x.qs[i], 16..32);
+                    dd[k] = d * x.d[i];
+                    mm[k] = m * x.s[i];
+                }
             }
-            msum[t] += m * xb.s;
+            for (l, a) in acc[t].iter_mut().enumerate() {
+                *a += dd[l % 4] * sums[l] as f32;
+            }
+            for (a, m) in macc[t].iter_mut().zip(mm) {
+                *a += m;
+            }
         }
     }
     for t in 0..out.len() {
-        out[t] = finish_q32(f, hsum8(&acc[t]), msum[t]);
+        out[t] = finish_q32(f, hsum8(&acc[t]), hsum4(&macc[t]));
     }
 }
 
@@ -262,4 +291,25 @@ pub fn k_tile(f: KFormat, w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
         }
     }
     out.copy_from_slice(&acc[..out.len()]);
+}
+
+/// `out[j] = dot(q, rows.row(slots[j])) * scale`, the dot in [`float_tile`]'s order.
+pub fn scores(q: &[f32], rows: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+    out.clear();
+    for &slot in slots {
+        let mut acc = [0f32; 8];
+        for (i, (&a, b)) in q.iter().zip(rows.row(slot)).enumerate() {
+            acc[i % 8] += a * b.to_f32();
+        }
+        out.push(hsum8(&acc) * scale);
+    }
+}
+
+/// `out[e] += p[j] * rows.row(slots[j])[e]`, slot after slot.
+pub fn weighted_sum(rows: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+    for (&slot, &p) in slots.iter().zip(p) {
+        for (o, v) in out.iter_mut().zip(rows.row(slot)) {
+            *o += p * v.to_f32();
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use runahead_cpu::activations::{quantize_q8, quantize_q8k, Activations};
+use runahead_cpu::activations::{quantize_q8, quantize_q8k, Activations, Q8Rows};
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::{matmul, Matrix};
 use runahead_cpu::pool::with_team;
@@ -42,10 +42,11 @@ pub fn rounded_input(format: WeightFormat, x: &[f32]) -> Vec<f32> {
     match format {
         WeightFormat::Float(_) => x.to_vec(),
         WeightFormat::Q32(_) => {
-            let mut q = Vec::new();
+            let mut q = Q8Rows::default();
             quantize_q8(x, &mut q);
-            q.iter()
-                .flat_map(|b| b.qs.map(|v| b.d * v as f32))
+            q.qs.iter()
+                .zip(&q.d)
+                .flat_map(|(qs, &d)| qs.map(|v| d * v as f32))
                 .collect()
         }
         WeightFormat::K(_) => {

@@ -6,23 +6,24 @@ use std::arch::x86_64::*;
 use super::{by_tile, lanes};
 use crate::formats::FloatFormat;
 use crate::kernels::scalar::{self, hsum8};
+use crate::kernels::{each_row, Out};
 
 const F32: u8 = 0;
 const F16: u8 = 1;
 const BF16: u8 = 2;
 
-/// See [`crate::kernels::Kernels::float_tile`].
+/// See [`crate::kernels::Kernels::float_rows`].
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn float_tile(f: FloatFormat, w_row: &[u8], x: &[f32], out: &mut [f32]) {
-    let n = out.len();
-    let fallback = scalar::float_tile;
+pub unsafe fn float_rows(f: FloatFormat, w: &[u8], row_bytes: usize, x: &[f32], out: Out) {
+    let n = out.tile;
+    let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::float_tile(f, w, x, o));
     match f {
-        FloatFormat::F32 => by_tile!(n, tile::<F32>(w_row, x, out), fallback(f, w_row, x, out)),
-        FloatFormat::F16 => by_tile!(n, tile::<F16>(w_row, x, out), fallback(f, w_row, x, out)),
-        FloatFormat::BF16 => by_tile!(n, tile::<BF16>(w_row, x, out), fallback(f, w_row, x, out)),
+        FloatFormat::F32 => by_tile!(n, rows::<F32>(w, row_bytes, x, out), fallback(out)),
+        FloatFormat::F16 => by_tile!(n, rows::<F16>(w, row_bytes, x, out), fallback(out)),
+        FloatFormat::BF16 => by_tile!(n, rows::<BF16>(w, row_bytes, x, out), fallback(out)),
     }
 }
 
@@ -59,23 +60,26 @@ fn weight<const F: u8>(w: &[u8], i: usize) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile<const F: u8, const T: usize>(w_row: &[u8], x: &[f32], out: &mut [f32]) {
-    let cols = w_row.len() / if F == F32 { 4 } else { 2 };
+fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: &[f32], mut out: Out) {
+    let cols = row_bytes / if F == F32 { 4 } else { 2 };
     assert_eq!(x.len(), T * cols);
-    let mut acc = [_mm256_setzero_ps(); T];
-    for c in 0..cols / 8 {
-        let w = weights::<F>(w_row, c);
-        for (t, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `8c + 8 <= cols`, inside row `t` of `x` (length checked above).
-            let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(t * cols + 8 * c)) };
-            *a = _mm256_add_ps(*a, _mm256_mul_ps(w, xv));
+    for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); T];
+        for c in 0..cols / 8 {
+            let w = weights::<F>(w_row, c);
+            for (t, a) in acc.iter_mut().enumerate() {
+                // SAFETY: `8c + 8 <= cols`, inside row `t` of `x` (length checked above).
+                let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(t * cols + 8 * c)) };
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(w, xv));
+            }
         }
-    }
-    for t in 0..T {
-        let mut l = lanes(acc[t]);
-        for i in cols / 8 * 8..cols {
-            l[i % 8] += weight::<F>(w_row, i) * x[t * cols + i];
+        let o = out.row(r);
+        for t in 0..T {
+            let mut l = lanes(acc[t]);
+            for i in cols / 8 * 8..cols {
+                l[i % 8] += weight::<F>(w_row, i) * x[t * cols + i];
+            }
+            o[t] = hsum8(&l);
         }
-        out[t] = hsum8(&l);
     }
 }

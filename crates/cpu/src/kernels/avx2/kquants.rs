@@ -8,23 +8,24 @@ use super::{by_tile, f16_at, hsum_i32, load32, load32_i8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar::{self, k_scale_min, k_step};
+use crate::kernels::{each_row, Out};
 
 const Q4_K: u8 = 0;
 const Q5_K: u8 = 1;
 const Q6_K: u8 = 2;
 
-/// See [`crate::kernels::Kernels::k_tile`].
+/// See [`crate::kernels::Kernels::k_rows`].
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn k_tile(f: KFormat, w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
-    let n = out.len();
-    let fallback = scalar::k_tile;
+pub unsafe fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
+    let n = out.tile;
+    let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o));
     match f {
-        KFormat::Q4_K => by_tile!(n, tile::<Q4_K>(w_row, x, out), fallback(f, w_row, x, out)),
-        KFormat::Q5_K => by_tile!(n, tile::<Q5_K>(w_row, x, out), fallback(f, w_row, x, out)),
-        KFormat::Q6_K => by_tile!(n, tile::<Q6_K>(w_row, x, out), fallback(f, w_row, x, out)),
+        KFormat::Q4_K => by_tile!(n, rows::<Q4_K>(w, row_bytes, x, out), fallback(out)),
+        KFormat::Q5_K => by_tile!(n, rows::<Q5_K>(w, row_bytes, x, out), fallback(out)),
+        KFormat::Q6_K => by_tile!(n, rows::<Q6_K>(w, row_bytes, x, out), fallback(out)),
     }
 }
 
@@ -135,21 +136,28 @@ fn sums<const F: u8>(k: &Decoded, x: &BlockQ8K) -> (i32, i32) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile<const F: u8, const T: usize>(w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
+fn rows<const F: u8, const T: usize>(
+    w_rows: &[u8],
+    row_bytes: usize,
+    x: &[BlockQ8K],
+    mut out: Out,
+) {
     let format = match F {
         Q4_K => KFormat::Q4_K,
         Q5_K => KFormat::Q5_K,
         _ => KFormat::Q6_K,
     };
     let nb = x.len() / T;
-    let mut acc = [0f32; T];
-    for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
-        let k = decode::<F>(block);
-        for t in 0..T {
-            let xb = &x[t * nb + b];
-            let (sumi, summ) = sums::<F>(&k, xb);
-            acc[t] = k_step(format, acc[t], k.d, k.dmin, xb.d, sumi, summ);
+    for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+        let mut acc = [0f32; T];
+        for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
+            let k = decode::<F>(block);
+            for t in 0..T {
+                let xb = &x[t * nb + b];
+                let (sumi, summ) = sums::<F>(&k, xb);
+                acc[t] = k_step(format, acc[t], k.d, k.dmin, xb.d, sumi, summ);
+            }
         }
+        out.row(r).copy_from_slice(&acc);
     }
-    out.copy_from_slice(&acc);
 }

@@ -6,18 +6,20 @@
 //! Every function here requires AVX2, FMA and F16C; [`super::Kernels`] only calls them after
 //! detecting those features.
 
+mod attention;
 mod float;
 mod kquants;
 mod q32;
 
 use std::arch::x86_64::*;
 
-pub use float::float_tile;
-pub use kquants::k_tile;
-pub use q32::q32_tile;
+pub use attention::{scores, weighted_sum};
+pub use float::float_rows;
+pub use kquants::k_rows;
+pub use q32::q32_rows;
 
-/// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count falls
-/// back to `$fallback`.
+/// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count (never
+/// passed) falls back to `$fallback`.
 macro_rules! by_tile {
     ($n:expr, $kernel:ident::<$($c:ident),*>($($arg:expr),*), $fallback:expr) => {
         match $n {
@@ -81,18 +83,12 @@ fn load32_i8(b: &[i8]) -> __m256i {
     unsafe { _mm256_loadu_si256(b.as_ptr() as *const __m256i) }
 }
 
-/// Eight lane sums of `w * y` over consecutive groups of four bytes, `w` unsigned (at most
-/// 63, so pair sums fit i16) and `y` signed.
+/// Eight lane sums of `w * y` over consecutive groups of four bytes, `w` unsigned and `y`
+/// signed. Pair sums must fit i16: weights are at most 63, or 128 (|w| of a signed weight,
+/// with `y` carrying its sign) against activations that never hold -128 (2 * 128 * 127 <
+/// 32768).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_unsigned(w: __m256i, y: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1))
-}
-
-/// As [`dot_unsigned`] with `w` signed: |w| * sign(y, w). Pair sums stay within i16 because
-/// activations never hold -128 (2 * 128 * 127 < 32768).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot_signed(w: __m256i, y: __m256i) -> __m256i {
-    dot_unsigned(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w))
 }
