@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{by_tile, f16_at, hsum_i32, load32, load32_i8};
+use super::{by_tile, f16_at, load32, load32_i8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar::{self, k_scale_min, k_step};
@@ -36,8 +36,9 @@ struct Decoded {
     dmin: f32,
     q: [__m256i; 8],
     scales: [__m256i; 8],
-    mins: [i32; 8],       // Q4_K/Q5_K: minimum of each 32
-    q6_scales: [i32; 16], // Q6_K: scale of each 16, for the +32 correction
+    /// i16 weight of each run of 16 activations' sum: Q4_K/Q5_K the minimum of its 32
+    /// (`summ`), Q6_K its scale (for the +32 correction).
+    run_weights: __m256i,
 }
 
 #[inline]
@@ -50,14 +51,13 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
         dmin: 0.0,
         q: [zero; 8],
         scales: [zero; 8],
-        mins: [0; 8],
-        q6_scales: [0; 16],
+        run_weights: zero,
     };
     if F == Q6_K {
         k.d = f16_at(b, 208);
-        for (s, &byte) in k.q6_scales.iter_mut().zip(&b[192..208]) {
-            *s = byte as i8 as i32;
-        }
+        let sc: [i16; 16] = std::array::from_fn(|g| b[192 + g] as i8 as i16);
+        // SAFETY: 16 i16 (32 bytes).
+        k.run_weights = unsafe { _mm256_loadu_si256(sc.as_ptr() as *const __m256i) };
         let three = _mm256_set1_epi8(3);
         for h in 0..2 {
             let (ql0, ql1) = (load32(&b[64 * h..]), load32(&b[64 * h + 32..]));
@@ -80,18 +80,22 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
             k.q[4 * h + 3] = _mm256_or_si256(hi1, top(3));
         }
         for j in 0..8 {
-            let (a, c) = (k.q6_scales[2 * j] as i16, k.q6_scales[2 * j + 1] as i16);
+            let (a, c) = (sc[2 * j], sc[2 * j + 1]);
             k.scales[j] = _mm256_set_m128i(_mm_set1_epi16(c), _mm_set1_epi16(a));
         }
         return k;
     }
     k.d = f16_at(b, 0);
     k.dmin = f16_at(b, 2);
+    let mut mins = [0i16; 16];
     for j in 0..8 {
         let (sc, m) = k_scale_min(j, &b[4..16]);
         k.scales[j] = _mm256_set1_epi16(sc as i16);
-        k.mins[j] = m as i32;
+        mins[2 * j] = m as i16;
+        mins[2 * j + 1] = m as i16;
     }
+    // SAFETY: 16 i16 (32 bytes).
+    k.run_weights = unsafe { _mm256_loadu_si256(mins.as_ptr() as *const __m256i) };
     let qs = if F == Q5_K { &b[48..176] } else { &b[16..144] };
     let qh = if F == Q5_K { load32(&b[16..48]) } else { zero };
     let one = _mm256_set1_epi8(1);
@@ -123,16 +127,19 @@ fn sums<const F: u8>(k: &Decoded, x: &BlockQ8K) -> (i32, i32) {
         let products = _mm256_madd_epi16(_mm256_maddubs_epi16(k.q[j], y), k.scales[j]);
         acc = _mm256_add_epi32(acc, products);
     }
-    let sumi = hsum_i32(acc);
+    // SAFETY: 16 i16 (32 bytes).
+    let bsums = unsafe { _mm256_loadu_si256(x.bsums.as_ptr() as *const __m256i) };
+    let runs = _mm256_madd_epi16(k.run_weights, bsums);
+    // Both sums at once: [sum of acc, sum of runs] in lanes 0 and 1 (exact: integers).
+    let h = _mm256_hadd_epi32(acc, runs);
+    let h = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    let h = _mm_hadd_epi32(h, h);
+    let (sumi, runs) = (_mm_cvtsi128_si32(h), _mm_extract_epi32(h, 1));
     if F == Q6_K {
         // q - 32: take 32 * scale * (sum of the run's activations) back out.
-        let correction: i32 = (0..16).map(|g| k.q6_scales[g] * x.bsums[g] as i32).sum();
-        return (sumi - 32 * correction, 0);
+        return (sumi - 32 * runs, 0);
     }
-    let summ = (0..8)
-        .map(|j| k.mins[j] * (x.bsums[2 * j] as i32 + x.bsums[2 * j + 1] as i32))
-        .sum();
-    (sumi, summ)
+    (sumi, runs)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

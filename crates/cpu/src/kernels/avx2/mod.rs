@@ -55,16 +55,6 @@ fn lanes(v: __m256) -> [f32; 8] {
     out
 }
 
-/// The sum of the eight i32 lanes of `v` (exact: integer).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_i32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
-    _mm_cvtsi128_si32(s)
-}
-
 /// 32 bytes from `b[..32]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
