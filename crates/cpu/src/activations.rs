@@ -3,8 +3,12 @@
 //! Integer weight x activation products are then exact, so every kernel (scalar or SIMD) of a
 //! format computes the same integers and, by a fixed float order, the same f32 result.
 //!
-//! Quantization is scalar on every instruction set: it costs `rows * cols` against the
-//! `rows * cols * out_features` of the product it feeds, and one implementation cannot drift.
+//! Quantization is one portable function on every instruction set (compiled once more with
+//! AVX2 enabled, which the compiler vectorizes without changing a result): it costs
+//! `rows * cols` against the `rows * cols * out_features` of the product it feeds, and one
+//! implementation cannot drift.
+
+use crate::kernels::{Isa, Kernels};
 
 /// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]`. Scales are kept apart
 /// from the values so a kernel loads four consecutive blocks' scales at once.
@@ -65,12 +69,14 @@ pub struct BlockQ8K {
 /// The scale of a block whose largest magnitude is `amax`, and its inverse (0 for an all-zero
 /// block). A NaN or infinite value makes the scale NaN, so it reaches the output as NaN (a
 /// corrupt model must not quietly produce finite logits).
+#[inline(always)]
 fn scale_of(block: &[f32]) -> (f32, f32) {
     let mut amax = 0f32;
     let mut finite = true;
     for &v in block {
         finite &= v.is_finite();
-        amax = amax.max(v.abs());
+        // A select, not `f32::max`, so the loop vectorizes (NaN is caught by `finite`).
+        amax = if v.abs() > amax { v.abs() } else { amax };
     }
     if !finite {
         return (f32::NAN, 0.0);
@@ -83,6 +89,7 @@ fn scale_of(block: &[f32]) -> (f32, f32) {
 /// `v * id` rounded to the nearest integer, ties to even. `|v * id| <= 127` (`id` is 127 over
 /// the block's largest magnitude), so the result is in [-127, 127]: the activation side of an
 /// unsigned x signed byte product never holds -128, and SIMD sign tricks cannot overflow.
+#[inline(always)]
 fn quantize_value(v: f32, id: f32) -> i8 {
     // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits (plain IEEE
     // arithmetic, no libm `rintf` call, and integer-only after it, so the loop vectorizes).
@@ -91,6 +98,7 @@ fn quantize_value(v: f32, id: f32) -> i8 {
 }
 
 /// Quantizes one block; a block with a NaN or infinity gets a NaN scale and zero values.
+#[inline(always)]
 fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
     let (d, id) = scale_of(block);
     if d.is_nan() {
@@ -114,6 +122,29 @@ pub fn q8_blocks_per_row(cols: usize) -> usize {
 
 /// Appends the blocks of one row `x` (a whole number of blocks of 32) to `out`, padded.
 pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
+    quantize_q8_portable(x, out)
+}
+
+/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same bits).
+pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
+    match kernels.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+        Isa::Avx2 => unsafe { quantize_q8_avx2(x, out) },
+        _ => quantize_q8_portable(x, out),
+    }
+}
+
+/// [`quantize_q8_portable`] compiled for AVX2: the same IEEE operations, vectorized by the
+/// compiler (it never changes their results).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8_avx2(x: &[f32], out: &mut Q8Rows) {
+    quantize_q8_portable(x, out)
+}
+
+#[inline(always)]
+fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
     debug_assert!(x.len().is_multiple_of(32));
     for block in x.chunks_exact(32) {
         let mut qs = [0i8; 32];
@@ -132,6 +163,28 @@ pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
 
 /// Appends the blocks of `x` (a whole number of blocks of 256) to `out`.
 pub fn quantize_q8k(x: &[f32], out: &mut Vec<BlockQ8K>) {
+    quantize_q8k_portable(x, out)
+}
+
+/// [`quantize_q8k`] compiled for the instruction set of `kernels` (the same bits).
+pub fn quantize_q8k_for(kernels: Kernels, x: &[f32], out: &mut Vec<BlockQ8K>) {
+    match kernels.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 => unsafe { quantize_q8k_avx2(x, out) },
+        _ => quantize_q8k_portable(x, out),
+    }
+}
+
+/// [`quantize_q8k_portable`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8k_avx2(x: &[f32], out: &mut Vec<BlockQ8K>) {
+    quantize_q8k_portable(x, out)
+}
+
+#[inline(always)]
+fn quantize_q8k_portable(x: &[f32], out: &mut Vec<BlockQ8K>) {
     debug_assert!(x.len().is_multiple_of(256));
     for block in x.chunks_exact(256) {
         let mut qs = [0i8; 256];
@@ -168,10 +221,10 @@ impl<'a> Activations<'a> {
     }
 
     /// The rows in blocks of 32, [`q8_blocks_per_row`] per row (quantized on first use).
-    pub fn q8(&mut self) -> Q8Slice<'_> {
+    pub fn q8(&mut self, kernels: Kernels) -> Q8Slice<'_> {
         if self.q8.qs.is_empty() {
             for row in self.rows.chunks_exact(self.cols) {
-                quantize_q8(row, &mut self.q8);
+                quantize_q8_for(kernels, row, &mut self.q8);
             }
         }
         self.q8.as_slice()
@@ -188,10 +241,10 @@ impl<'a> Activations<'a> {
     }
 
     /// The rows in blocks of 256 (quantized on first use).
-    pub fn q8k(&mut self) -> &[BlockQ8K] {
+    pub fn q8k(&mut self, kernels: Kernels) -> &[BlockQ8K] {
         if self.q8k.is_empty() {
             self.q8k.reserve(self.rows.len() / 256);
-            quantize_q8k(self.rows, &mut self.q8k);
+            quantize_q8k_for(kernels, self.rows, &mut self.q8k);
         }
         &self.q8k
     }
@@ -200,6 +253,24 @@ impl<'a> Activations<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_instruction_set_quantizes_to_the_same_bits() {
+        let x: Vec<f32> = (0..2048)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.013 * (1 + i / 256) as f32)
+            .collect();
+        let (mut a, mut b) = (Q8Rows::default(), Vec::new());
+        quantize_q8(&x, &mut a);
+        quantize_q8k(&x, &mut b);
+        for isa in [Isa::Scalar, Isa::Avx2] {
+            let Some(k) = Kernels::new(isa) else { continue };
+            let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
+            quantize_q8_for(k, &x, &mut a2);
+            quantize_q8k_for(k, &x, &mut b2);
+            assert_eq!(a, a2, "{isa:?}");
+            assert_eq!(b, b2, "{isa:?}");
+        }
+    }
 
     #[test]
     fn q8_blocks_round_to_within_half_a_step() {

@@ -78,10 +78,10 @@ pub fn matmul_many(
     // Quantize the input once for every format family in use, before any thread starts.
     let needs = |pred: fn(&WeightFormat) -> bool| jobs.iter().any(|(w, _)| pred(&w.format));
     if needs(|f| matches!(f, WeightFormat::Q32(_))) {
-        x.q8();
+        x.q8(kernels);
     }
     if needs(|f| matches!(f, WeightFormat::K(_))) {
-        x.q8k();
+        x.q8k(kernels);
     }
     let input = Input {
         f32_rows: x.rows,
@@ -122,10 +122,11 @@ pub fn matmul_many(
     });
     for ((_, out), tr) in jobs.iter_mut().zip(&transposed) {
         if n > 1 {
+            // Output row by output row: sequential writes, reads of stride n, no index checks.
             let rows = out.len() / n;
-            for (r, values) in tr.chunks_exact(n).enumerate() {
-                for (t, &v) in values.iter().enumerate() {
-                    out[t * rows + r] = v;
+            for (t, dst) in out.chunks_exact_mut(rows).enumerate() {
+                for (d, &v) in dst.iter_mut().zip(tr.iter().skip(t).step_by(n)) {
+                    *d = v;
                 }
             }
         }
