@@ -24,11 +24,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let path = args
         .get(1)
-        .ok_or("usage: forward_cost MODEL.gguf [THREADS] [scalar|avx2]")?;
+        .ok_or("usage: forward_cost MODEL.gguf [THREADS] [scalar|avx2|avx512]")?;
     let threads = args.get(2).map(|t| t.parse()).transpose()?;
     let isa = match args.get(3).map(String::as_str) {
         Some("scalar") => Some(Isa::Scalar),
         Some("avx2") => Some(Isa::Avx2),
+        Some("avx512") => Some(Isa::Avx512),
         _ => None,
     };
     let file = Arc::new(GgufFile::open(path)?);

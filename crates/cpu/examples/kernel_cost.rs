@@ -1,6 +1,6 @@
 //! Times one matrix product per format and row count on one thread (the fastest of several
 //! runs, so a busy machine blurs it less): cargo run --release -p runahead-cpu --example kernel_cost
-//! [ROWS COLS] [scalar|avx2]
+//! [ROWS COLS] [scalar|avx2|avx512]
 
 use std::time::Instant;
 

@@ -130,7 +130,7 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
     match kernels.isa() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 => unsafe { quantize_q8_avx2(x, out) },
+        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8_avx2(x, out) },
         _ => quantize_q8_portable(x, out),
     }
 }
@@ -171,7 +171,7 @@ pub fn quantize_q8k_for(kernels: Kernels, x: &[f32], out: &mut Vec<BlockQ8K>) {
     match kernels.isa() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        Isa::Avx2 => unsafe { quantize_q8k_avx2(x, out) },
+        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8k_avx2(x, out) },
         _ => quantize_q8k_portable(x, out),
     }
 }
@@ -262,7 +262,7 @@ mod tests {
         let (mut a, mut b) = (Q8Rows::default(), Vec::new());
         quantize_q8(&x, &mut a);
         quantize_q8k(&x, &mut b);
-        for isa in [Isa::Scalar, Isa::Avx2] {
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
             let Some(k) = Kernels::new(isa) else { continue };
             let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
             quantize_q8_for(k, &x, &mut a2);

@@ -153,7 +153,7 @@ fn real_shapes(format: WeightFormat) -> Vec<(usize, usize, &'static [usize])> {
 /// rows and their combinations, at odd sizes and the real models' sizes.
 #[test]
 fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
-    let simd: Vec<Kernels> = [runahead_cpu::Isa::Avx2]
+    let simd: Vec<Kernels> = [runahead_cpu::Isa::Avx2, runahead_cpu::Isa::Avx512]
         .into_iter()
         .filter_map(Kernels::new)
         .collect();
@@ -187,10 +187,14 @@ fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
 /// -128 and 255-style bytes), where a SIMD pair sum could saturate.
 #[test]
 fn simd_kernels_handle_extreme_values() {
+    let simd = [runahead_cpu::Isa::Avx2, runahead_cpu::Isa::Avx512];
+    for k in simd.into_iter().filter_map(Kernels::new) {
+        extremes(k);
+    }
+}
+
+fn extremes(k: Kernels) {
     use runahead_gguf::GgmlType::*;
-    let Some(k) = Kernels::new(runahead_cpu::Isa::Avx2) else {
-        return;
-    };
     for format in WeightFormat::all() {
         let cols = format.block_size().max(32) * if format.block_size() == 256 { 1 } else { 8 };
         let rows = 4;
@@ -219,7 +223,7 @@ fn simd_kernels_handle_extreme_values() {
         assert_bits_eq(
             &product(k, 1, w, &x),
             &product(Kernels::scalar(), 1, w, &x),
-            &format!("{format:?} extremes"),
+            &format!("{:?} {format:?} extremes", k.isa()),
         );
     }
 }

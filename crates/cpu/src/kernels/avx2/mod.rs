@@ -9,7 +9,7 @@
 mod attention;
 mod float;
 mod kquants;
-mod q32;
+pub(crate) mod q32;
 
 use std::arch::x86_64::*;
 
@@ -48,7 +48,7 @@ fn f16_at(b: &[u8], at: usize) -> f32 {
 /// The eight f32 lanes of `v`, in order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn lanes(v: __m256) -> [f32; 8] {
+pub(crate) fn lanes(v: __m256) -> [f32; 8] {
     let mut out = [0f32; 8];
     // SAFETY: `out` holds 8 f32.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };

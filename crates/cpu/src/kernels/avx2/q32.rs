@@ -12,11 +12,11 @@ use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
 
 // Formats as const generic parameters, so each kernel is compiled for one layout.
-const Q4_0: u8 = 0;
-const Q4_1: u8 = 1;
-const Q5_0: u8 = 2;
-const Q5_1: u8 = 3;
-const Q8_0: u8 = 4;
+pub(crate) const Q4_0: u8 = 0;
+pub(crate) const Q4_1: u8 = 1;
+pub(crate) const Q5_0: u8 = 2;
+pub(crate) const Q5_1: u8 = 3;
+pub(crate) const Q8_0: u8 = 4;
 
 /// See [`crate::kernels::Kernels::q32_rows`].
 ///
@@ -68,7 +68,7 @@ fn bytes_from_bits(bits: u32) -> __m256i {
 /// The values of one block as in [`scalar::decode_q32`]: 32 bytes in element order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn decode<const F: u8>(b: &[u8]) -> __m256i {
+pub(crate) fn decode<const F: u8>(b: &[u8]) -> __m256i {
     let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     match F {
         Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
@@ -102,7 +102,7 @@ const fn block_bytes(f: u8) -> usize {
 /// the four blocks of `group`, as four f32 each.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
+pub(crate) fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
     let bb = block_bytes(F);
     let group = &group[..GROUP * bb];
     // The first four bytes of each block: d in the low half, m in the high half.
