@@ -1,6 +1,6 @@
 //! Times one matrix product per format and row count on one thread (the fastest of several
 //! runs, so a busy machine blurs it less): cargo run --release -p runahead-cpu --example kernel_cost
-//! [ROWS COLS] [scalar|avx2|avx512]
+//! [ROWS COLS] [scalar|avx2|best] [THREADS]
 
 use std::time::Instant;
 
@@ -16,14 +16,15 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rows: usize = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(1536);
     let cols: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(768);
-    let isa = if args.get(3).is_some_and(|v| v == "scalar") {
-        Isa::Scalar
-    } else {
-        Isa::best()
+    let isa = match args.get(3).map(String::as_str) {
+        Some("scalar") => Isa::Scalar,
+        Some("avx2") => Isa::Avx2,
+        _ => Isa::best(),
     };
+    let threads: usize = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(1);
     let kernels = Kernels::new(isa).unwrap_or_else(Kernels::scalar);
     println!(
-        "{rows} x {cols}, {:?} kernels; microseconds per product",
+        "{rows} x {cols}, {:?} kernels, {threads} threads; microseconds per product",
         kernels.isa()
     );
     let mut rng = TestRng::new(1);
@@ -56,7 +57,7 @@ fn main() {
             // The fastest of several short runs: on a busy machine, the run least disturbed.
             let reps = (200 / n).max(10);
             let mut us = f64::MAX;
-            with_team(1, |team| {
+            with_team(threads, |team| {
                 for _ in 0..15 {
                     let t = Instant::now();
                     for _ in 0..reps {
