@@ -4,7 +4,9 @@
 //!
 //! A forward runs a few hundred short parallel steps (seven products and an attention per
 //! layer), too many to spawn threads for each: the team's threads live for the whole forward
-//! (one `std::thread::scope`) and wait for each step by spinning briefly, then yielding.
+//! (one `std::thread::scope`) and wait for each step by spinning briefly (steps come tens of
+//! microseconds apart), then sleeping until the caller wakes them, so that a waiting worker
+//! never takes a core the caller needs on a busy machine.
 //!
 //! On a busy machine a worker may not get a core for milliseconds. The caller never waits for
 //! a worker that has not joined a step: a worker joins a step only while it is open, the
@@ -19,6 +21,7 @@ use std::sync::Mutex;
 pub struct Team<'a> {
     threads: usize,
     shared: Option<&'a Shared>,
+    workers: Vec<std::thread::Thread>, // [threads - 1], to wake them
 }
 
 /// The task of the current step, its lifetime erased (see [`Team::run`]).
@@ -39,9 +42,14 @@ struct Shared {
     active: AtomicUsize,
     stop: AtomicBool,
     worker_panicked: AtomicBool,
+    /// Per worker: asleep (or about to be) until woken.
+    asleep: Vec<AtomicBool>,
 }
 
 const CLOSED: usize = usize::MAX;
+
+/// How long a waiting worker spins before it sleeps.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Runs `f` with a team of `threads` threads (the caller and `threads - 1` workers).
 pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
@@ -49,6 +57,7 @@ pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
         return f(&Team {
             threads: 1,
             shared: None,
+            workers: Vec::new(),
         });
     }
     let shared = Shared {
@@ -58,22 +67,26 @@ pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
         active: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         worker_panicked: AtomicBool::new(false),
+        asleep: (1..threads).map(|_| AtomicBool::new(false)).collect(),
     };
     std::thread::scope(|scope| {
-        for _ in 1..threads {
-            scope.spawn(|| shared.work());
-        }
+        let shared = &shared;
+        let workers: Vec<_> = (0..threads - 1)
+            .map(|id| scope.spawn(move || shared.work(id)).thread().clone())
+            .collect();
         // Stops the workers however `f` ends, or the scope would wait for them forever.
-        struct StopOnDrop<'s>(&'s Shared);
+        struct StopOnDrop<'s>(&'s Shared, &'s [std::thread::Thread]);
         impl Drop for StopOnDrop<'_> {
             fn drop(&mut self) {
-                self.0.stop.store(true, Ordering::Release);
+                self.0.stop.store(true, Ordering::SeqCst);
+                self.1.iter().for_each(|w| w.unpark());
             }
         }
-        let _stop = StopOnDrop(&shared);
+        let _stop = StopOnDrop(shared, &workers);
         f(&Team {
             threads,
-            shared: Some(&shared),
+            shared: Some(shared),
+            workers: workers.clone(),
         })
     })
 }
@@ -99,7 +112,14 @@ impl Team<'_> {
         *shared.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(TaskPtr(ptr));
         let step = shared.step.load(Ordering::Relaxed).wrapping_add(1) % CLOSED;
         shared.open.store(step, Ordering::SeqCst);
-        shared.step.store(step, Ordering::Release);
+        shared.step.store(step, Ordering::SeqCst);
+        // A worker that went to sleep before seeing the step is woken (it set `asleep`
+        // before checking `step`, so one of the two sides sees the other).
+        for (flag, worker) in shared.asleep.iter().zip(&self.workers) {
+            if flag.swap(false, Ordering::SeqCst) {
+                worker.unpark();
+            }
+        }
 
         struct CloseOnDrop<'s>(&'s Shared);
         impl Drop for CloseOnDrop<'_> {
@@ -120,12 +140,10 @@ impl Team<'_> {
 impl Shared {
     /// A worker's life: join each step that is still open when it gets there, until told
     /// to stop.
-    fn work(&self) {
+    fn work(&self, id: usize) {
         let mut seen = 0usize;
         loop {
-            wait_until(|| {
-                self.stop.load(Ordering::Acquire) || self.step.load(Ordering::Acquire) != seen
-            });
+            self.wait_for_step(id, seen);
             if self.stop.load(Ordering::Acquire) {
                 return;
             }
@@ -143,6 +161,27 @@ impl Shared {
                 }
             }
             self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Returns once a step after `seen` is published or the team stops: spins for [`SPIN`],
+    /// then sleeps until woken.
+    fn wait_for_step(&self, id: usize, seen: usize) {
+        let ready = || self.stop.load(Ordering::SeqCst) || self.step.load(Ordering::SeqCst) != seen;
+        let start = std::time::Instant::now();
+        let mut spins = 0u32;
+        while !ready() {
+            spins += 1;
+            if spins % 256 != 0 || start.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.asleep[id].store(true, Ordering::SeqCst);
+            if !ready() {
+                // Spurious wake-ups only loop back here.
+                std::thread::park();
+            }
+            self.asleep[id].store(false, Ordering::SeqCst);
         }
     }
 }
