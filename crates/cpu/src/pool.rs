@@ -172,7 +172,7 @@ impl Shared {
         let mut spins = 0u32;
         while !ready() {
             spins += 1;
-            if spins % 256 != 0 || start.elapsed() < SPIN {
+            if !spins.is_multiple_of(256) || start.elapsed() < SPIN {
                 std::hint::spin_loop();
                 continue;
             }
