@@ -25,9 +25,12 @@ const PROMPTS: [&str; 4] = [
 pub struct BenchArgs {
     #[arg(long)]
     model: PathBuf,
-    /// Comma-separated backends to measure.
+    /// Comma-separated backends to measure: cpu, reference (the f32 oracle), gpu.
     #[arg(long, default_value = "cpu,gpu")]
     backends: String,
+    /// Threads of the cpu backend (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Tokens generated per prompt (greedy).
     #[arg(long, default_value_t = 32)]
     max_tokens: usize,
@@ -69,6 +72,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return crate::spec_bench::run(
             &args.model,
             &args.backends,
+            args.threads,
             args.max_tokens,
             args.context,
             args.gpu_kernels,
@@ -77,6 +81,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let file = GgufFile::open(&args.model)
         .with_context(|| format!("cannot load {}", args.model.display()))?;
+    let file = std::sync::Arc::new(file);
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
     let prompts: Vec<Vec<u32>> = PROMPTS
         .iter()
@@ -93,11 +98,31 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     for backend in args.backends.split(',').map(str::trim) {
         let (row, out) = match backend {
             "cpu" => {
-                let mut m = CpuModel::load(&file, Some(2048))?;
+                let mut m = crate::load_cpu(&file, Some(2048), args.threads)?;
+                let detail = crate::cpu_detail(&m);
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
                 (
                     Row {
                         backend: "cpu".into(),
+                        detail,
+                        totals,
+                        dispatches_per_forward: None,
+                        block_ms: block_times(
+                            &mut m,
+                            &prompts[0],
+                            &args.block_sizes,
+                            args.block_reps,
+                        )?,
+                    },
+                    out,
+                )
+            }
+            "reference" => {
+                let mut m = CpuModel::load(&file, Some(2048))?;
+                let (totals, out) = measure(&mut m, &prompts, &opts)?;
+                (
+                    Row {
+                        backend: "reference".into(),
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
@@ -132,7 +157,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     out,
                 )
             }
-            other => anyhow::bail!("unknown backend '{other}' (cpu, gpu)"),
+            other => anyhow::bail!("unknown backend '{other}' (cpu, reference, gpu)"),
         };
         eprintln!(
             "[{}: {:.2} tokens/s decoding]",

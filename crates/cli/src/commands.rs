@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use runahead_gguf::GgufFile;
@@ -138,10 +139,21 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     };
     match args.backend {
         Backend::Cpu => {
+            let file = Arc::new(file);
+            let mut model = crate::load_cpu(&file, args.context, args.threads)?;
+            eprintln!("[cpu: {}]", crate::cpu_detail(&model));
+            let context = model.capacity();
+            let backend = DraftBackend::Cpu {
+                threads: args.threads,
+            };
+            let drafter = build_drafter(&spec, &tok, backend, context)?;
+            run(&mut model, drafter, &tok, &prompt, opts, args)
+        }
+        Backend::Reference => {
             let mut model =
                 CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
             let context = model.capacity();
-            let drafter = build_drafter(&spec, &tok, DraftBackend::Cpu, context)?;
+            let drafter = build_drafter(&spec, &tok, DraftBackend::Reference, context)?;
             run(&mut model, drafter, &tok, &prompt, opts, args)
         }
         Backend::Gpu => {

@@ -54,7 +54,11 @@ impl DraftSpec {
 
 /// Where a draft model runs: the target's backend.
 pub enum DraftBackend<'a> {
-    Cpu,
+    /// The CPU engine with this many threads (default: every core).
+    Cpu {
+        threads: Option<usize>,
+    },
+    Reference,
     Gpu(&'a GpuContext),
 }
 
@@ -93,7 +97,14 @@ fn load_draft_model(
         .check_draft_compatible(&tok)
         .with_context(|| format!("draft model {}", path.display()))?;
     Ok(match backend {
-        DraftBackend::Cpu => {
+        DraftBackend::Cpu { threads } => {
+            let file = std::sync::Arc::new(file);
+            let m = crate::load_cpu(&file, Some(context), threads)
+                .context("cannot load the draft model")?;
+            check_vocab(&m, target_tokenizer)?;
+            Box::new(ModelDrafter::new(m))
+        }
+        DraftBackend::Reference => {
             let m = CpuModel::load(&file, Some(context)).context("cannot load the draft model")?;
             check_vocab(&m, target_tokenizer)?;
             Box::new(ModelDrafter::new(m))

@@ -70,6 +70,9 @@ struct GenerateArgs {
     seed: u64,
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     backend: Backend,
+    /// Threads of the cpu backend (default: the machine's cores).
+    #[arg(long)]
+    threads: Option<usize>,
     /// none | ngram | suffix | model:PATH | auto | auto:PATH (suffix lookup or a draft model)
     #[arg(long, default_value = "none")]
     draft: String,
@@ -90,7 +93,10 @@ struct GenerateArgs {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
+    /// The CPU engine: weights in their block formats, SIMD kernels, threads.
     Cpu,
+    /// The f32 reference engine (slow; the oracle the others are tested against).
+    Reference,
     Gpu,
 }
 
@@ -98,9 +104,39 @@ impl Backend {
     fn name(self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            Backend::Reference => "reference",
             Backend::Gpu => "gpu",
         }
     }
+}
+
+/// Loads the cpu backend's engine for `file` with `threads` (default: every core).
+fn load_cpu(
+    file: &std::sync::Arc<runahead_gguf::GgufFile>,
+    context: Option<usize>,
+    threads: Option<usize>,
+) -> anyhow::Result<runahead_cpu::CpuEngine> {
+    if threads == Some(0) {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    let options = runahead_cpu::CpuOptions {
+        context,
+        threads,
+        isa: None,
+    };
+    let engine = runahead_cpu::CpuEngine::load(file.clone(), &options)
+        .context("cannot load the model's weights")?;
+    Ok(engine)
+}
+
+/// How the cpu backend runs, for reports: `"avx2 kernels, 2 threads"`.
+fn cpu_detail(engine: &runahead_cpu::CpuEngine) -> String {
+    format!(
+        "{} kernels, {} thread{}",
+        engine.isa().name(),
+        engine.threads(),
+        if engine.threads() == 1 { "" } else { "s" }
+    )
 }
 
 /// Which GPU kernels to run (`--gpu-kernels`).

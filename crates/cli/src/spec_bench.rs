@@ -81,6 +81,7 @@ fn encode(
 pub fn run(
     model: &Path,
     backends: &str,
+    threads: Option<usize>,
     max_tokens: usize,
     context: usize,
     gpu_kernels: crate::GpuKernels,
@@ -88,6 +89,7 @@ pub fn run(
 ) -> Result<()> {
     let suites = select_suites(args, args.suites.as_deref().unwrap_or("all"))?;
     let file = GgufFile::open(model).with_context(|| format!("cannot load {}", model.display()))?;
+    let file = std::sync::Arc::new(file);
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
     let template = match file.header.metadata.str("tokenizer.chat_template") {
         Ok(src) => Some(ChatTemplate::for_tokenizer(src, &tok)?),
@@ -121,20 +123,40 @@ pub fn run(
     for backend in backends.split(',').map(str::trim) {
         match backend {
             "cpu" => {
-                let mut m = CpuModel::load(&file, Some(context))?;
-                devices.push("cpu: f32 reference engine".to_owned());
+                let mut m = crate::load_cpu(&file, Some(context), threads)?;
+                devices.push(format!("cpu: {}", crate::cpu_detail(&m)));
                 let drafters = specs
                     .iter()
                     .map(|(n, s)| {
-                        Ok((
-                            n.clone(),
-                            build_drafter(s, &tok, DraftBackend::Cpu, context)?,
-                        ))
+                        let backend = DraftBackend::Cpu { threads };
+                        Ok((n.clone(), build_drafter(s, &tok, backend, context)?))
                     })
                     .collect::<Result<Vec<_>>>()?;
                 rows.extend(bench_backend(
                     &mut m,
                     "cpu",
+                    drafters,
+                    &suites,
+                    &encoded,
+                    max_tokens,
+                    fixed_depth,
+                )?);
+            }
+            "reference" => {
+                let mut m = CpuModel::load(&file, Some(context))?;
+                devices.push("reference: f32 reference engine".to_owned());
+                let drafters = specs
+                    .iter()
+                    .map(|(n, s)| {
+                        Ok((
+                            n.clone(),
+                            build_drafter(s, &tok, DraftBackend::Reference, context)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                rows.extend(bench_backend(
+                    &mut m,
+                    "reference",
                     drafters,
                     &suites,
                     &encoded,
@@ -169,7 +191,7 @@ pub fn run(
                     fixed_depth,
                 )?);
             }
-            other => bail!("unknown backend '{other}' (cpu, gpu)"),
+            other => bail!("unknown backend '{other}' (cpu, reference, gpu)"),
         }
     }
     write_report(model, &devices, max_tokens, args, &rows)

@@ -160,6 +160,10 @@ fn bad_input_gets_clear_errors() {
         "prompt is empty",
     );
     fails_with(
+        &["generate", "--model", &m, "--prompt", "x", "--threads", "0"],
+        "--threads must be at least 1",
+    );
+    fails_with(
         &[
             "generate",
             "--model",
@@ -358,7 +362,7 @@ fn bench_suites_writes_report_rows_and_plot() {
 
 /// The GPU backend gives the CPU reference's greedy tokens with either kernel shape.
 #[test]
-fn gpu_backend_with_either_kernel_shape_matches_the_cpu() {
+fn gpu_backend_with_either_kernel_shape_matches_the_reference() {
     let m = model();
     let tokens = |extra: &[&str]| {
         let mut args = vec![
@@ -377,10 +381,10 @@ fn gpu_backend_with_either_kernel_shape_matches_the_cpu() {
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         (v["tokens"].clone(), stderr(&o))
     };
-    let (cpu, _) = tokens(&["--backend", "cpu"]);
+    let (reference, _) = tokens(&["--backend", "reference"]);
     for kernels in ["emulated", "gpu"] {
         let (gpu, err) = tokens(&["--backend", "gpu", "--gpu-kernels", kernels]);
-        assert_eq!(gpu, cpu, "--gpu-kernels {kernels}");
+        assert_eq!(gpu, reference, "--gpu-kernels {kernels}");
         assert!(err.contains(&format!("{kernels} kernels")), "{err}");
     }
     fails_with(

@@ -1,0 +1,338 @@
+//! Activation rows quantized to 8 bits, as llama.cpp does inside its quantized products: one
+//! f32 scale per block of 32 (for the 32-element weight formats) or of 256 (for the K-quants).
+//! Integer weight x activation products are then exact, so every kernel (scalar or SIMD) of a
+//! format computes the same integers and, by a fixed float order, the same f32 result.
+//!
+//! Quantization is one portable function on every instruction set (compiled once more with
+//! AVX2 enabled, which the compiler vectorizes without changing a result): it costs
+//! `rows * cols` against the `rows * cols * out_features` of the product it feeds, and one
+//! implementation cannot drift.
+
+use crate::kernels::{Isa, Kernels};
+
+/// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]`. Scales are kept apart
+/// from the values so a kernel loads four consecutive blocks' scales at once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Q8Rows {
+    pub qs: Vec<[i8; 32]>, // [blocks][32]
+    pub d: Vec<f32>,       // [blocks]
+    /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
+    pub s: Vec<f32>, // [blocks]
+}
+
+impl Q8Rows {
+    pub fn as_slice(&self) -> Q8Slice<'_> {
+        Q8Slice {
+            qs: &self.qs,
+            d: &self.d,
+            s: &self.s,
+        }
+    }
+}
+
+/// A run of blocks of [`Q8Rows`] (a tile's rows, one after another).
+#[derive(Clone, Copy, Debug)]
+pub struct Q8Slice<'a> {
+    pub qs: &'a [[i8; 32]],
+    pub d: &'a [f32],
+    pub s: &'a [f32],
+}
+
+impl<'a> Q8Slice<'a> {
+    pub fn len(&self) -> usize {
+        self.qs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.qs.is_empty()
+    }
+
+    /// Blocks `range`.
+    pub fn blocks(&self, range: std::ops::Range<usize>) -> Q8Slice<'a> {
+        Q8Slice {
+            qs: &self.qs[range.clone()],
+            d: &self.d[range.clone()],
+            s: &self.s[range],
+        }
+    }
+}
+
+/// 256 activations: `x[i] ≈ d * qs[i]`, with the sum of each run of 16.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; 256],
+    pub bsums: [i16; 16], // [16]: sum of qs[16 * g..16 * g + 16]
+}
+
+/// The scale of a block whose largest magnitude is `amax`, and its inverse (0 for an all-zero
+/// block). A NaN or infinite value makes the scale NaN, so it reaches the output as NaN (a
+/// corrupt model must not quietly produce finite logits).
+#[inline(always)]
+fn scale_of(block: &[f32]) -> (f32, f32) {
+    let mut amax = 0f32;
+    let mut finite = true;
+    for &v in block {
+        finite &= v.is_finite();
+        // A select, not `f32::max`, so the loop vectorizes (NaN is caught by `finite`).
+        amax = if v.abs() > amax { v.abs() } else { amax };
+    }
+    if !finite {
+        return (f32::NAN, 0.0);
+    }
+    let d = amax / 127.0;
+    let id = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+    (d, id)
+}
+
+/// `v * id` rounded to the nearest integer, ties to even. `|v * id| <= 127` (`id` is 127 over
+/// the block's largest magnitude), so the result is in [-127, 127]: the activation side of an
+/// unsigned x signed byte product never holds -128, and SIMD sign tricks cannot overflow.
+#[inline(always)]
+fn quantize_value(v: f32, id: f32) -> i8 {
+    // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits (plain IEEE
+    // arithmetic, no libm `rintf` call, and integer-only after it, so the loop vectorizes).
+    const MAGIC: f32 = 12_582_912.0;
+    ((v * id + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i8
+}
+
+/// Quantizes one block; a block with a NaN or infinity gets a NaN scale and zero values.
+#[inline(always)]
+fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
+    let (d, id) = scale_of(block);
+    if d.is_nan() {
+        qs.fill(0);
+    } else {
+        for (q, &v) in qs.iter_mut().zip(block) {
+            *q = quantize_value(v, id);
+        }
+    }
+    d
+}
+
+/// Blocks of 32 per row are padded to a multiple of this with empty blocks (zero values and
+/// scales), so SIMD kernels take four blocks at a time without a tail.
+pub const Q8_GROUP: usize = 4;
+
+/// Blocks a row of `cols` activations takes in [`Q8Rows`], padding included.
+pub fn q8_blocks_per_row(cols: usize) -> usize {
+    (cols / 32).div_ceil(Q8_GROUP) * Q8_GROUP
+}
+
+/// Appends the blocks of one row `x` (a whole number of blocks of 32) to `out`, padded.
+pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
+    quantize_q8_portable(x, out)
+}
+
+/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same bits).
+pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
+    match kernels.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8_avx2(x, out) },
+        _ => quantize_q8_portable(x, out),
+    }
+}
+
+/// [`quantize_q8_portable`] compiled for AVX2: the same IEEE operations, vectorized by the
+/// compiler (it never changes their results).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8_avx2(x: &[f32], out: &mut Q8Rows) {
+    quantize_q8_portable(x, out)
+}
+
+#[inline(always)]
+fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
+    debug_assert!(x.len().is_multiple_of(32));
+    for block in x.chunks_exact(32) {
+        let mut qs = [0i8; 32];
+        let d = quantize_block(block, &mut qs);
+        let sum: i32 = qs.iter().map(|&q| q as i32).sum();
+        out.qs.push(qs);
+        out.d.push(d);
+        out.s.push(d * sum as f32);
+    }
+    for _ in x.len() / 32..q8_blocks_per_row(x.len()) {
+        out.qs.push([0; 32]);
+        out.d.push(0.0);
+        out.s.push(0.0);
+    }
+}
+
+/// Appends the blocks of `x` (a whole number of blocks of 256) to `out`.
+pub fn quantize_q8k(x: &[f32], out: &mut Vec<BlockQ8K>) {
+    quantize_q8k_portable(x, out)
+}
+
+/// [`quantize_q8k`] compiled for the instruction set of `kernels` (the same bits).
+pub fn quantize_q8k_for(kernels: Kernels, x: &[f32], out: &mut Vec<BlockQ8K>) {
+    match kernels.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8k_avx2(x, out) },
+        _ => quantize_q8k_portable(x, out),
+    }
+}
+
+/// [`quantize_q8k_portable`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8k_avx2(x: &[f32], out: &mut Vec<BlockQ8K>) {
+    quantize_q8k_portable(x, out)
+}
+
+#[inline(always)]
+fn quantize_q8k_portable(x: &[f32], out: &mut Vec<BlockQ8K>) {
+    debug_assert!(x.len().is_multiple_of(256));
+    for block in x.chunks_exact(256) {
+        let mut qs = [0i8; 256];
+        let d = quantize_block(block, &mut qs);
+        let mut bsums = [0i16; 16];
+        for (s, run) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+            // |sum| <= 16 * 127, well inside i16.
+            *s = run.iter().map(|&q| q as i16).sum();
+        }
+        out.push(BlockQ8K { d, qs, bsums });
+    }
+}
+
+/// The input of a matrix product: `n` rows of `cols` f32 activations, with the quantized
+/// forms the weight formats in use need, made once per input.
+pub struct Activations<'a> {
+    pub rows: &'a [f32], // [n, cols]
+    pub n: usize,
+    pub cols: usize,
+    q8: Q8Rows,         // [n, q8_blocks_per_row(cols)] blocks, empty until needed
+    q8k: Vec<BlockQ8K>, // [n, cols / 256], empty until needed
+}
+
+impl<'a> Activations<'a> {
+    pub fn new(rows: &'a [f32], cols: usize) -> Self {
+        debug_assert!(cols > 0 && rows.len().is_multiple_of(cols));
+        Activations {
+            rows,
+            n: rows.len() / cols.max(1),
+            cols,
+            q8: Q8Rows::default(),
+            q8k: Vec::new(),
+        }
+    }
+
+    /// The rows in blocks of 32, [`q8_blocks_per_row`] per row (quantized on first use).
+    pub fn q8(&mut self, kernels: Kernels) -> Q8Slice<'_> {
+        if self.q8.qs.is_empty() {
+            for row in self.rows.chunks_exact(self.cols) {
+                quantize_q8_for(kernels, row, &mut self.q8);
+            }
+        }
+        self.q8.as_slice()
+    }
+
+    /// The blocks of 32 made so far (empty before [`Activations::q8`]).
+    pub fn q8_ready(&self) -> Q8Slice<'_> {
+        self.q8.as_slice()
+    }
+
+    /// The blocks of 256 made so far (empty before [`Activations::q8k`]).
+    pub fn q8k_ready(&self) -> &[BlockQ8K] {
+        &self.q8k
+    }
+
+    /// The rows in blocks of 256 (quantized on first use).
+    pub fn q8k(&mut self, kernels: Kernels) -> &[BlockQ8K] {
+        if self.q8k.is_empty() {
+            self.q8k.reserve(self.rows.len() / 256);
+            quantize_q8k_for(kernels, self.rows, &mut self.q8k);
+        }
+        &self.q8k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_instruction_set_quantizes_to_the_same_bits() {
+        let x: Vec<f32> = (0..2048)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.013 * (1 + i / 256) as f32)
+            .collect();
+        let (mut a, mut b) = (Q8Rows::default(), Vec::new());
+        quantize_q8(&x, &mut a);
+        quantize_q8k(&x, &mut b);
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            let Some(k) = Kernels::new(isa) else { continue };
+            let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
+            quantize_q8_for(k, &x, &mut a2);
+            quantize_q8k_for(k, &x, &mut b2);
+            assert_eq!(a, a2, "{isa:?}");
+            assert_eq!(b, b2, "{isa:?}");
+        }
+    }
+
+    #[test]
+    fn q8_blocks_round_to_within_half_a_step() {
+        let x: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37)
+            .collect();
+        let mut q = Q8Rows::default();
+        quantize_q8(&x, &mut q);
+        assert_eq!(q.qs.len(), 4, "two blocks and two of padding");
+        assert!(q.qs[2..].iter().all(|b| *b == [0; 32]) && q.d[2..] == [0.0; 2]);
+        for (b, (qs, &d)) in q.qs.iter().zip(&q.d).enumerate().take(2) {
+            assert!(
+                qs.iter().any(|&v| v.abs() == 127),
+                "block {b} uses the range"
+            );
+            for i in 0..32 {
+                let err = (d * qs[i] as f32 - x[b * 32 + i]).abs();
+                assert!(err <= d * 0.5 + 1e-6, "element {i} of block {b}: {err}");
+            }
+            let sum: i32 = qs.iter().map(|&v| v as i32).sum();
+            assert_eq!(q.s[b], d * sum as f32);
+        }
+    }
+
+    #[test]
+    fn q8k_blocks_carry_run_sums_and_zero_blocks_stay_zero() {
+        let mut x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.61).sin()).collect();
+        x[256..].fill(0.0);
+        let mut q = Vec::new();
+        quantize_q8k(&x, &mut q);
+        for g in 0..16 {
+            let sum: i16 = q[0].qs[16 * g..16 * g + 16].iter().map(|&v| v as i16).sum();
+            assert_eq!(q[0].bsums[g], sum, "run {g}");
+        }
+        assert_eq!(q[1].d, 0.0);
+        assert!(q[1].qs.iter().all(|&v| v == 0));
+    }
+
+    #[test]
+    fn rounding_is_to_nearest_with_ties_to_even() {
+        for (v, q) in [
+            (0.5, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (-0.5, 0),
+            (-1.5, -2),
+            (126.5, 126),
+            (127.0, 127),
+        ] {
+            assert_eq!(quantize_value(v, 1.0), q, "{v}");
+        }
+        assert_eq!(quantize_value(-127.0, 1.0), -127);
+        assert_eq!(quantize_value(0.49999997, 1.0), 0);
+    }
+
+    #[test]
+    fn non_finite_input_gives_a_nan_scale() {
+        let mut x = vec![0.5f32; 32];
+        x[3] = f32::NAN;
+        let mut q = Q8Rows::default();
+        quantize_q8(&x, &mut q);
+        assert!(q.d[0].is_nan());
+        assert!(q.qs[0].iter().all(|&v| v == 0));
+    }
+}

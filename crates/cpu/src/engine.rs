@@ -1,0 +1,226 @@
+//! The CPU engine: a [`LanguageModel`] over a GGUF file's own bytes.
+
+use std::sync::Arc;
+
+use runahead_gguf::{dequantize_row, GgufFile};
+use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result};
+
+use crate::activations::Activations;
+use crate::attention::Attention;
+use crate::error::CpuError;
+use crate::kernels::{Isa, Kernels};
+use crate::kv_cache::KvCache;
+use crate::matmul::{matmul, matmul_many};
+use crate::ops::{add_bias, add_in_place, rms_norm, silu, Rope};
+use crate::pool::{with_team, Team};
+use crate::weights::Weights;
+
+/// How to run a model.
+#[derive(Clone, Debug, Default)]
+pub struct CpuOptions {
+    /// KV cache size in tokens (and the positions a forward may use); `None`: the model's
+    /// trained context length.
+    pub context: Option<usize>,
+    /// Threads per forward; `None`: the machine's available parallelism.
+    pub threads: Option<usize>,
+    /// Instruction set of the kernels; `None`: the best this machine has (see
+    /// [`crate::kernels::KERNELS_ENV`] to force the portable ones).
+    pub isa: Option<Isa>,
+}
+
+/// The engine for one model.
+pub struct CpuEngine {
+    file: Arc<GgufFile>,
+    config: ModelConfig,
+    weights: Weights,
+    rope: Rope,
+    cache: KvCache,
+    kernels: Kernels,
+    threads: usize,
+}
+
+/// The default thread count: every core the process may use.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl CpuEngine {
+    /// Prepares `file`'s model; its matrices are read from the file's bytes at every forward.
+    pub fn load(file: Arc<GgufFile>, options: &CpuOptions) -> Result<Self> {
+        let weights = Weights::load(&file)?;
+        let config = weights.config.clone();
+        let capacity = options
+            .context
+            .unwrap_or(config.context_length)
+            .min(config.context_length);
+        if capacity == 0 {
+            return Err(ModelError::Config("context size must be at least 1".into()));
+        }
+        let threads = options.threads.unwrap_or_else(default_threads);
+        if threads == 0 {
+            return Err(CpuError::Option("threads must be at least 1".into()).into());
+        }
+        let kernels = match options.isa {
+            None => Kernels::best(),
+            Some(isa) => Kernels::new(isa).ok_or(CpuError::KernelsUnavailable(isa.name()))?,
+        };
+        Ok(CpuEngine {
+            rope: Rope::new(&config),
+            cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),
+            file,
+            config,
+            weights,
+            kernels,
+            threads,
+        })
+    }
+
+    pub fn isa(&self) -> Isa {
+        self.kernels.isa()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Logits `[n, vocab]` of a validated batch.
+    fn run(&mut self, batch: &Batch, team: &Team) -> Result<Vec<f32>> {
+        let c = &self.config;
+        let (n, d, kv_dim) = (batch.len(), c.n_embd, c.kv_dim());
+        let base = self.cache.len;
+        self.cache.reserve(base + n);
+        let visible = batch.visibility();
+        let angles: Vec<_> = batch
+            .positions
+            .iter()
+            .map(|&p| self.rope.angles(p))
+            .collect();
+        let (file, w, k) = (&*self.file, &self.weights, self.kernels);
+
+        // x: [n, n_embd], the residual stream.
+        let mut x = vec![0f32; n * d];
+        let embd = &w.token_embd;
+        let embd_bytes = file.tensor_bytes(embd.info());
+        for (row, &t) in x.chunks_exact_mut(d).zip(&batch.tokens) {
+            dequantize_row(embd.format.ggml_type(), embd_bytes, d, t as usize, row)?;
+        }
+
+        for (l, lw) in w.layers.iter().enumerate() {
+            let h = rms_norm(&x, &lw.attn_norm, c.rms_eps);
+            let (mut q, mut kk, mut v) = (
+                vec![0f32; n * d],
+                vec![0f32; n * kv_dim],
+                vec![0f32; n * kv_dim],
+            );
+            matmul_many(
+                k,
+                team,
+                &mut [
+                    (lw.wq.view(file), &mut q),
+                    (lw.wk.view(file), &mut kk),
+                    (lw.wv.view(file), &mut v),
+                ],
+                &mut Activations::new(&h, d),
+            );
+            if let Some(b) = &lw.qkv_bias {
+                add_bias(&mut q, &b.q);
+                add_bias(&mut kk, &b.k);
+                add_bias(&mut v, &b.v);
+            }
+            for (i, a) in angles.iter().enumerate() {
+                self.rope.apply(&mut q[i * d..(i + 1) * d], a);
+                self.rope.apply(&mut kk[i * kv_dim..(i + 1) * kv_dim], a);
+            }
+            self.cache.write(l, base, &kk, &v);
+            let attn = Attention {
+                kernels: k,
+                q: &q,
+                k: &self.cache.k[l],
+                v: &self.cache.v[l],
+                visible: &visible,
+                base,
+                n,
+                n_heads: c.n_heads,
+                n_kv_heads: c.n_kv_heads,
+                head_dim: c.head_dim,
+            }
+            .run(team);
+            let mut o = vec![0f32; n * d];
+            matmul(
+                k,
+                team,
+                lw.wo.view(file),
+                &mut Activations::new(&attn, d),
+                &mut o,
+            );
+            add_in_place(&mut x, &o);
+
+            let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
+            let (mut gate, mut up) = (vec![0f32; n * c.n_ff], vec![0f32; n * c.n_ff]);
+            matmul_many(
+                k,
+                team,
+                &mut [
+                    (lw.w_gate.view(file), &mut gate),
+                    (lw.w_up.view(file), &mut up),
+                ],
+                &mut Activations::new(&h, d),
+            );
+            for (g, &u) in gate.iter_mut().zip(&up) {
+                *g = silu(*g) * u;
+            }
+            let mut down = vec![0f32; n * d];
+            matmul(
+                k,
+                team,
+                lw.w_down.view(file),
+                &mut Activations::new(&gate, c.n_ff),
+                &mut down,
+            );
+            add_in_place(&mut x, &down);
+        }
+
+        let h = rms_norm(&x, &w.output_norm, c.rms_eps);
+        let mut logits = vec![0f32; n * c.vocab_size];
+        matmul(
+            k,
+            team,
+            w.output().view(file),
+            &mut Activations::new(&h, d),
+            &mut logits,
+        );
+        Ok(logits)
+    }
+}
+
+impl LanguageModel for CpuEngine {
+    fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.cache.capacity
+    }
+
+    async fn forward(&mut self, batch: &Batch) -> Result<Logits> {
+        batch.validate(self.config.vocab_size, self.cache.len, self.cache.capacity)?;
+        let data = with_team(self.threads, |team| self.run(batch, team))?;
+        self.cache.len += batch.len();
+        Ok(Logits {
+            data,
+            vocab: self.config.vocab_size,
+        })
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.cache.truncate(len);
+    }
+
+    fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {
+        self.cache.compact(base, keep)
+    }
+}

@@ -1,0 +1,84 @@
+//! x86-64 AVX2 (+FMA, F16C) kernels. Each follows [`super::scalar`]'s order exactly: integer
+//! lane sums are exact, float steps are separate multiplies and adds (never fused, which would
+//! round differently), and the horizontal sum is the scalar [`super::scalar::hsum8`] of the
+//! stored lanes. The kernel tests compare every format bit for bit with the scalar path.
+//!
+//! Every function here requires AVX2, FMA and F16C; [`super::Kernels`] only calls them after
+//! detecting those features.
+
+mod attention;
+mod float;
+mod kquants;
+pub(crate) mod q32;
+
+use std::arch::x86_64::*;
+
+pub use attention::{scores, weighted_sum};
+pub use float::float_rows;
+pub use kquants::k_rows;
+pub use q32::q32_rows;
+
+/// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count (never
+/// passed) falls back to `$fallback`.
+macro_rules! by_tile {
+    ($n:expr, $kernel:ident::<$($c:ident),*>($($arg:expr),*), $fallback:expr) => {
+        match $n {
+            1 => $kernel::<$($c,)* 1>($($arg),*),
+            2 => $kernel::<$($c,)* 2>($($arg),*),
+            3 => $kernel::<$($c,)* 3>($($arg),*),
+            4 => $kernel::<$($c,)* 4>($($arg),*),
+            5 => $kernel::<$($c,)* 5>($($arg),*),
+            6 => $kernel::<$($c,)* 6>($($arg),*),
+            7 => $kernel::<$($c,)* 7>($($arg),*),
+            8 => $kernel::<$($c,)* 8>($($arg),*),
+            _ => $fallback,
+        }
+    };
+}
+pub(crate) use by_tile;
+
+/// The f16 at `b[at..at + 2]` as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// The eight f32 lanes of `v`, in order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn lanes(v: __m256) -> [f32; 8] {
+    let mut out = [0f32; 8];
+    // SAFETY: `out` holds 8 f32.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+    out
+}
+
+/// 32 bytes from `b[..32]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load32(b: &[u8]) -> __m256i {
+    assert!(b.len() >= 32);
+    // SAFETY: 32 readable bytes (checked); unaligned load.
+    unsafe { _mm256_loadu_si256(b.as_ptr() as *const __m256i) }
+}
+
+/// 32 signed bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load32_i8(b: &[i8]) -> __m256i {
+    assert!(b.len() >= 32);
+    // SAFETY: as above.
+    unsafe { _mm256_loadu_si256(b.as_ptr() as *const __m256i) }
+}
+
+/// Eight lane sums of `w * y` over consecutive groups of four bytes, `w` unsigned and `y`
+/// signed. Pair sums must fit i16: weights are at most 63, or 128 (|w| of a signed weight,
+/// with `y` carrying its sign) against activations that never hold -128 (2 * 128 * 127 <
+/// 32768).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot_unsigned(w: __m256i, y: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1))
+}

@@ -1,0 +1,213 @@
+//! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time: their
+//! eight-lane integer sums fold (three horizontal adds) into one register whose lanes are the
+//! half-block sums of [`scalar::q32_tile`], so each group costs one conversion, one multiply
+//! and one add per activation row.
+
+use std::arch::x86_64::*;
+
+use super::{by_tile, dot_unsigned, lanes, load32, load32_i8};
+use crate::activations::Q8Slice;
+use crate::formats::Q32Format;
+use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
+use crate::kernels::{each_row, Out};
+
+// Formats as const generic parameters, so each kernel is compiled for one layout.
+pub(crate) const Q4_0: u8 = 0;
+pub(crate) const Q4_1: u8 = 1;
+pub(crate) const Q5_0: u8 = 2;
+pub(crate) const Q5_1: u8 = 3;
+pub(crate) const Q8_0: u8 = 4;
+
+/// See [`crate::kernels::Kernels::q32_rows`].
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+    let n = out.tile;
+    let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o));
+    match f {
+        Q32Format::Q4_0 => by_tile!(n, rows::<Q4_0>(w, row_bytes, x, out), fallback(out)),
+        Q32Format::Q4_1 => by_tile!(n, rows::<Q4_1>(w, row_bytes, x, out), fallback(out)),
+        Q32Format::Q5_0 => by_tile!(n, rows::<Q5_0>(w, row_bytes, x, out), fallback(out)),
+        Q32Format::Q5_1 => by_tile!(n, rows::<Q5_1>(w, row_bytes, x, out), fallback(out)),
+        Q32Format::Q8_0 => by_tile!(n, rows::<Q8_0>(w, row_bytes, x, out), fallback(out)),
+    }
+}
+
+/// The 32 nibbles of `qs[..16]` as bytes in element order: low nibbles (elements 0..16),
+/// then high nibbles (16..32).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nibbles(qs: &[u8]) -> __m256i {
+    assert!(qs.len() >= 16);
+    // SAFETY: 16 readable bytes (checked).
+    let low = unsafe { _mm_loadu_si128(qs.as_ptr() as *const __m128i) };
+    let both = _mm256_set_m128i(_mm_srli_epi16(low, 4), low);
+    _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
+}
+
+/// Byte `j` is 0xff where bit `j` of `bits` is set, else 0.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn bytes_from_bits(bits: u32) -> __m256i {
+    // Byte j takes byte j / 8 of `bits`; OR-ing every bit but bit j % 8 leaves 0xff iff set.
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits as i32),
+        _mm256_set_epi64x(
+            0x0303030303030303,
+            0x0202020202020202,
+            0x0101010101010101,
+            0,
+        ),
+    );
+    let others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
+}
+
+/// The values of one block as in [`scalar::decode_q32`]: 32 bytes in element order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn decode<const F: u8>(b: &[u8]) -> __m256i {
+    let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    match F {
+        Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
+        Q4_1 => nibbles(&b[4..20]),
+        Q5_0 => {
+            // (nibble | fifth << 4) - 16: OR 0xf0 (= -16 + nibble) where the fifth bit is clear.
+            let high = _mm256_andnot_si256(bytes_from_bits(u32_at(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles(&b[6..22]), high)
+        }
+        Q5_1 => {
+            let high = _mm256_and_si256(bytes_from_bits(u32_at(4)), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(nibbles(&b[8..24]), high)
+        }
+        _ => load32(&b[2..34]),
+    }
+}
+
+/// Bytes per block of format `F` (a constant once `F` is known, so slices of whole groups
+/// need no bounds checks inside).
+const fn block_bytes(f: u8) -> usize {
+    match f {
+        Q4_0 => 18,
+        Q4_1 => 20,
+        Q5_0 => 22,
+        Q5_1 => 24,
+        _ => 34,
+    }
+}
+
+/// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
+/// the four blocks of `group`, as four f32 each.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
+    let bb = block_bytes(F);
+    let group = &group[..GROUP * bb];
+    // The first four bytes of each block: d in the low half, m in the high half.
+    let head = |k: usize| {
+        let h = &group[k * bb..k * bb + 4];
+        i32::from_le_bytes([h[0], h[1], h[2], h[3]])
+    };
+    let heads = _mm_set_epi32(head(3), head(2), head(1), head(0));
+    // Bytes 0..8: the four d; bytes 8..16: the four m.
+    let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    let halves = _mm_shuffle_epi8(heads, split);
+    (
+        _mm_cvtph_ps(halves),
+        _mm_cvtph_ps(_mm_unpackhi_epi64(halves, halves)),
+    )
+}
+
+/// Four f32 from `v[..4]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load4(v: &[f32; GROUP]) -> __m128 {
+    // SAFETY: four readable f32.
+    unsafe { _mm_loadu_ps(v.as_ptr()) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
+    let (format, signed) = match F {
+        Q4_0 => (Q32Format::Q4_0, true),
+        Q4_1 => (Q32Format::Q4_1, false),
+        Q5_0 => (Q32Format::Q5_0, true),
+        Q5_1 => (Q32Format::Q5_1, false),
+        _ => (Q32Format::Q8_0, true),
+    };
+    let bb = block_bytes(F);
+    let stride = x.len() / T; // activation blocks per row, padded to whole groups
+                              // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
+                              // (scale 0 against padded activations of 0: exactly the scalar kernel's empty blocks).
+    let mut padded = [0u8; GROUP * 34];
+    for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+        let mut acc = [_mm256_setzero_ps(); T];
+        let mut macc = [_mm_setzero_ps(); T];
+        for g in 0..stride / GROUP {
+            let first = g * GROUP * bb;
+            let group = match w_row.get(first..first + GROUP * bb) {
+                Some(whole) => whole,
+                None => {
+                    let part = &w_row[first.min(w_row.len())..];
+                    padded.fill(0);
+                    padded[..part.len()].copy_from_slice(part);
+                    &padded[..GROUP * bb]
+                }
+            };
+            // Decoded once for the tile; for signed formats `w` gives the activations its
+            // sign and `abs_w` the magnitudes.
+            let block = |k: usize| &group[k * bb..(k + 1) * bb];
+            let w = [
+                decode::<F>(block(0)),
+                decode::<F>(block(1)),
+                decode::<F>(block(2)),
+                decode::<F>(block(3)),
+            ];
+            let abs_w = if signed {
+                [
+                    _mm256_sign_epi8(w[0], w[0]),
+                    _mm256_sign_epi8(w[1], w[1]),
+                    _mm256_sign_epi8(w[2], w[2]),
+                    _mm256_sign_epi8(w[3], w[3]),
+                ]
+            } else {
+                w
+            };
+            let (dw, mw) = scales4::<F>(group);
+            for t in 0..T {
+                let row = t * stride + g * GROUP;
+                let (Ok(ys), Ok(dx), Ok(sx)) = (
+                    <&[[i8; 32]; GROUP]>::try_from(&x.qs[row..row + GROUP]),
+                    <&[f32; GROUP]>::try_from(&x.d[row..row + GROUP]),
+                    <&[f32; GROUP]>::try_from(&x.s[row..row + GROUP]),
+                ) else {
+                    continue; // unreachable: the ranges have GROUP elements
+                };
+                let sum = |k: usize| {
+                    let y = load32_i8(&ys[k]);
+                    let y = if signed { _mm256_sign_epi8(y, w[k]) } else { y };
+                    dot_unsigned(abs_w[k], y)
+                };
+                let halves = _mm256_hadd_epi32(
+                    _mm256_hadd_epi32(sum(0), sum(1)),
+                    _mm256_hadd_epi32(sum(2), sum(3)),
+                );
+                let d4 = _mm_mul_ps(dw, load4(dx));
+                let d8 = _mm256_set_m128(d4, d4);
+                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d8, _mm256_cvtepi32_ps(halves)));
+                if format.has_min() {
+                    macc[t] = _mm_add_ps(macc[t], _mm_mul_ps(mw, load4(sx)));
+                }
+            }
+        }
+        let o = out.row(r);
+        for t in 0..T {
+            let mut m = [0f32; 4];
+            // SAFETY: `m` holds four f32.
+            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc[t]) };
+            o[t] = finish_q32(format, hsum8(&lanes(acc[t])), hsum4(&m));
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Weight-row x activation-tile kernels, one module per instruction set. [`scalar`] defines
+//! what each computes (reduction orders included); a SIMD module must return the same bits,
+//! which the kernel tests check on every format.
+//!
+//! To add an instruction set (aarch64 NEON, wasm32 simd128): a module beside `avx2` with the
+//! three `*_tile` functions, an [`Isa`] variant, its detection in [`Isa::is_available`], and
+//! its arm in the dispatch below.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+pub mod scalar;
+
+use crate::activations::{BlockQ8K, Q8Slice};
+use crate::formats::{FloatFormat, KFormat, Q32Format};
+
+/// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
+/// decoded once per tile). More rows are computed tile after tile with the same result.
+pub const TILE: usize = 8;
+
+/// Environment variable that forces the portable kernels (`RUNAHEAD_CPU_KERNELS=scalar`).
+pub const KERNELS_ENV: &str = "RUNAHEAD_CPU_KERNELS";
+
+/// An instruction set the kernels are written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust, every target.
+    Scalar,
+    /// x86-64 AVX2 with FMA and F16C (runtime-detected).
+    Avx2,
+    /// x86-64 AVX-512 (F, BW) with VNNI, besides AVX2: 32-element block products two blocks
+    /// per instruction; the rest as `Avx2`.
+    Avx512,
+}
+
+impl Isa {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512vnni",
+        }
+    }
+
+    /// Whether this machine can run the set.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.is_available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// The fastest available set, unless [`KERNELS_ENV`] says `scalar`.
+    pub fn best() -> Isa {
+        if std::env::var(KERNELS_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
+            return Isa::Scalar;
+        }
+        [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .find(|isa| isa.is_available())
+            .unwrap_or(Isa::Scalar)
+    }
+}
+
+/// The kernels of an instruction set this machine has: the only way to reach SIMD code, so
+/// holding a `Kernels` proves the features were detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernels {
+    isa: Isa,
+}
+
+impl Kernels {
+    /// The kernels of `isa`, or `None` when this machine lacks it.
+    pub fn new(isa: Isa) -> Option<Kernels> {
+        isa.is_available().then_some(Kernels { isa })
+    }
+
+    pub fn best() -> Kernels {
+        Kernels { isa: Isa::best() }
+    }
+
+    pub fn scalar() -> Kernels {
+        Kernels { isa: Isa::Scalar }
+    }
+
+    pub fn isa(self) -> Isa {
+        self.isa
+    }
+
+    /// For every weight row `r` of `w_rows` (whole rows of `row_bytes` bytes) and each of
+    /// the `tile` (1..=[`TILE`]) activation rows `x[t]`: `out[r * stride + t] = row_r · x[t]`.
+    /// Float weights against f32 activations (`x`: `[tile, cols]`).
+    pub fn float_rows(self, f: FloatFormat, w_rows: &[u8], row_bytes: usize, x: &[f32], out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.element_bytes()));
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::float_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| {
+                scalar::float_tile(f, w, x, o)
+            }),
+        }
+    }
+
+    /// As [`Kernels::float_rows`] for 32-element blocks against activation blocks
+    /// (`x`: `[tile, q8_blocks_per_row]`, padded).
+    pub fn q32_rows(self, f: Q32Format, w_rows: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(
+            x.len(),
+            out.tile * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
+        );
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::q32_rows(f, w_rows, row_bytes, x, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
+            Isa::Avx512 => unsafe { avx512::q32_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o)),
+        }
+    }
+
+    /// As [`Kernels::float_rows`] for K-quant super-blocks against activation blocks of 256
+    /// (`x`: `[tile, blocks]`).
+    pub fn k_rows(self, f: KFormat, w_rows: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
+        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.block_bytes()));
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out) },
+            _ => each_row(w_rows, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o)),
+        }
+    }
+}
+
+/// Rows of an f16 matrix (a layer's KV cache): row `slot` is
+/// `data[slot * stride + offset..][..len]` (one head of one cache entry).
+#[derive(Clone, Copy, Debug)]
+pub struct F16Rows<'a> {
+    pub data: &'a [half::f16],
+    pub stride: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl<'a> F16Rows<'a> {
+    pub fn row(&self, slot: usize) -> &'a [half::f16] {
+        &self.data[slot * self.stride + self.offset..][..self.len]
+    }
+}
+
+impl Kernels {
+    /// Attention scores of one head: `out[j] = dot(q, k.row(slots[j])) * scale`, each dot in
+    /// the eight-lane order of the float products.
+    pub fn scores(self, q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+        debug_assert_eq!(q.len(), k.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            _ => scalar::scores(q, k, slots, scale, out),
+        }
+    }
+
+    /// Attention output of one head: `out[e] += p[j] * v.row(slots[j])[e]`, slot after slot
+    /// (a product rounded, then added).
+    pub fn weighted_sum(self, v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+        debug_assert_eq!(out.len(), v.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            _ => scalar::weighted_sum(v, slots, p, out),
+        }
+    }
+}
+
+/// Where a kernel writes: `values[r * stride + t]` for weight row `r` and tile row `t` (a
+/// tile's column of a `[rows, stride]` block, `values` starting at the tile's first column).
+pub struct Out<'a> {
+    pub values: &'a mut [f32],
+    pub stride: usize,
+    pub tile: usize,
+}
+
+impl Out<'_> {
+    /// The `tile` values of weight row `r`.
+    pub fn row(&mut self, r: usize) -> &mut [f32] {
+        &mut self.values[r * self.stride..r * self.stride + self.tile]
+    }
+}
+
+/// Calls `kernel(weight row, its outputs)` for every row.
+pub(crate) fn each_row(
+    w_rows: &[u8],
+    row_bytes: usize,
+    mut out: Out,
+    mut kernel: impl FnMut(&[u8], &mut [f32]),
+) {
+    for (r, w) in w_rows.chunks_exact(row_bytes).enumerate() {
+        kernel(w, out.row(r));
+    }
+}

@@ -1,0 +1,194 @@
+//! `y[n, rows] = x[n, cols] · W^T` with `W` in its block format: each weight row is decoded
+//! once per tile of [`TILE`] activation rows, and threads split the weight rows (never a
+//! reduction), so every output value is the same whatever `n`, the tiling or the threads.
+
+use std::sync::Mutex;
+
+use crate::activations::{q8_blocks_per_row, Activations};
+use crate::error::CpuError;
+use crate::formats::WeightFormat;
+use crate::kernels::{Kernels, Out, TILE};
+use crate::pool::Team;
+
+/// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
+/// row after row.
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<'a> {
+    pub format: WeightFormat,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes: &'a [u8], // [rows, row_bytes]
+}
+
+impl<'a> Matrix<'a> {
+    /// Checks that `bytes` hold exactly `rows` rows of `cols` elements of `format`.
+    pub fn new(
+        name: &str,
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        bytes: &'a [u8],
+    ) -> Result<Self, CpuError> {
+        let ty = format.ggml_type();
+        let expected = (rows as u64)
+            .checked_mul(cols as u64)
+            .and_then(|n| ty.bytes_for(n))
+            .filter(|_| cols.is_multiple_of(format.block_size()));
+        if expected != Some(bytes.len() as u64) || rows == 0 || cols == 0 {
+            return Err(CpuError::MatrixSize {
+                name: name.to_owned(),
+                rows,
+                cols,
+                ty,
+                expected: expected.unwrap_or(u64::MAX),
+                found: bytes.len(),
+            });
+        }
+        Ok(Matrix {
+            format,
+            rows,
+            cols,
+            bytes,
+        })
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.format.block_size() * self.format.block_bytes()
+    }
+
+    pub fn row(&self, r: usize) -> &'a [u8] {
+        let rb = self.row_bytes();
+        &self.bytes[r * rb..(r + 1) * rb]
+    }
+}
+
+/// `out[t * rows + r] = w.row(r) · x.row(t)`: `out` is `[x.n, w.rows]`.
+pub fn matmul(kernels: Kernels, team: &Team, w: Matrix, x: &mut Activations, out: &mut [f32]) {
+    matmul_many(kernels, team, &mut [(w, out)], x);
+}
+
+/// Several products of the same input (q/k/v, gate/up) in one pass of the team.
+pub fn matmul_many(
+    kernels: Kernels,
+    team: &Team,
+    jobs: &mut [(Matrix, &mut [f32])],
+    x: &mut Activations,
+) {
+    let n = x.n;
+    // Quantize the input once for every format family in use, before any thread starts.
+    let needs = |pred: fn(&WeightFormat) -> bool| jobs.iter().any(|(w, _)| pred(&w.format));
+    if needs(|f| matches!(f, WeightFormat::Q32(_))) {
+        x.q8(kernels);
+    }
+    if needs(|f| matches!(f, WeightFormat::K(_))) {
+        x.q8k(kernels);
+    }
+    let input = Input {
+        f32_rows: x.rows,
+        q8: x.q8_ready(),
+        q8k: x.q8k_ready(),
+    };
+    // Each job's result, weight row by weight row: `[rows, n]` (the layout a thread writes
+    // contiguously), turned into `[n, rows]` at the end. With one input row both are the same.
+    let mut transposed: Vec<Vec<f32>> = jobs
+        .iter()
+        .map(|(w, _)| {
+            if n == 1 {
+                Vec::new()
+            } else {
+                vec![0f32; w.rows * n]
+            }
+        })
+        .collect();
+    let matrices: Vec<Matrix> = jobs.iter().map(|(w, _)| *w).collect();
+    let mut units = Vec::new();
+    for (j, ((w, out), tr)) in jobs.iter_mut().zip(transposed.iter_mut()).enumerate() {
+        debug_assert_eq!(out.len(), n * w.rows);
+        debug_assert_eq!(x.cols, w.cols);
+        let chunk = chunk_rows(w, team.threads());
+        let dst: &mut [f32] = if n == 1 { out } else { tr };
+        for (c, part) in dst.chunks_mut(chunk * n).enumerate() {
+            units.push((j, c * chunk, part));
+        }
+    }
+    let queue = Mutex::new(units.into_iter());
+    team.run(&|| loop {
+        // A poisoned queue means another thread panicked; its panic is what gets reported.
+        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+        let Some((j, first_row, part)) = next else {
+            break;
+        };
+        compute_rows(kernels, &matrices[j], &input, n, first_row, part);
+    });
+    for ((_, out), tr) in jobs.iter_mut().zip(&transposed) {
+        if n > 1 {
+            // Output row by output row: sequential writes, reads of stride n, no index checks.
+            let rows = out.len() / n;
+            for (t, dst) in out.chunks_exact_mut(rows).enumerate() {
+                for (d, &v) in dst.iter_mut().zip(tr.iter().skip(t).step_by(n)) {
+                    *d = v;
+                }
+            }
+        }
+    }
+}
+
+/// Weight bytes per unit of work, so that a unit's rows stay in the L2 cache while every
+/// tile of input rows passes over them.
+const CHUNK_BYTES: usize = 64 << 10;
+
+/// Rows per unit of work: few enough to stay in cache, and several units per thread, since
+/// one unit per thread would leave a thread idle when another is slowed (a busy machine);
+/// each unit costs a queue lock.
+fn chunk_rows(w: &Matrix, threads: usize) -> usize {
+    let by_cache = (CHUNK_BYTES / w.row_bytes()).max(1);
+    let by_threads = if threads > 1 {
+        w.rows.div_ceil(threads * 8)
+    } else {
+        w.rows
+    };
+    by_cache.min(by_threads).max(1)
+}
+
+/// The input of a product in the forms the kernels take.
+struct Input<'a> {
+    f32_rows: &'a [f32],                     // [n, cols]
+    q8: crate::activations::Q8Slice<'a>,     // [n, q8_blocks_per_row] (when needed)
+    q8k: &'a [crate::activations::BlockQ8K], // [n, cols / 256] (when needed)
+}
+
+/// Rows `first_row..` of `w` times every input row into `part` (`[rows, n]`).
+fn compute_rows(
+    kernels: Kernels,
+    w: &Matrix,
+    x: &Input,
+    n: usize,
+    first_row: usize,
+    part: &mut [f32],
+) {
+    let (rb, rows) = (w.row_bytes(), part.len() / n);
+    let w_rows = &w.bytes[first_row * rb..(first_row + rows) * rb];
+    for t0 in (0..n).step_by(TILE) {
+        let tile = TILE.min(n - t0);
+        let out = Out {
+            values: &mut part[t0..],
+            stride: n,
+            tile,
+        };
+        let t = t0..t0 + tile;
+        match w.format {
+            WeightFormat::Float(f) => {
+                let x = &x.f32_rows[t.start * w.cols..t.end * w.cols];
+                kernels.float_rows(f, w_rows, rb, x, out)
+            }
+            WeightFormat::Q32(f) => {
+                let nb = q8_blocks_per_row(w.cols);
+                kernels.q32_rows(f, w_rows, rb, x.q8.blocks(t.start * nb..t.end * nb), out)
+            }
+            WeightFormat::K(f) => {
+                let nb = w.cols / 256;
+                kernels.k_rows(f, w_rows, rb, &x.q8k[t.start * nb..t.end * nb], out)
+            }
+        }
+    }
+}

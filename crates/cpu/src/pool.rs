@@ -1,0 +1,254 @@
+//! The threads of one forward pass. Work is split by output rows (or attention heads) only:
+//! every output value is computed whole by one thread, so results never depend on the thread
+//! count or on which thread took which rows.
+//!
+//! A forward runs a few hundred short parallel steps (seven products and an attention per
+//! layer), too many to spawn threads for each: the team's threads live for the whole forward
+//! (one `std::thread::scope`) and wait for each step by spinning briefly (steps come tens of
+//! microseconds apart), then sleeping until the caller wakes them, so that a waiting worker
+//! never takes a core the caller needs on a busy machine.
+//!
+//! On a busy machine a worker may not get a core for milliseconds. The caller never waits for
+//! a worker that has not joined a step: a worker joins a step only while it is open, the
+//! caller takes whatever work is left, closes the step, and waits only for the workers that
+//! joined (a Dekker-style handshake on `active` and `open`, both sequentially consistent).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A team of threads that run the same task together.
+pub struct Team<'a> {
+    threads: usize,
+    shared: Option<&'a Shared>,
+    workers: Vec<std::thread::Thread>, // [threads - 1], to wake them
+}
+
+/// The task of the current step, its lifetime erased (see [`Team::run`]).
+#[derive(Clone, Copy)]
+struct TaskPtr(*const (dyn Fn() + Sync + 'static));
+
+// SAFETY: the pointee is `Sync`, and `Team::run` keeps it alive while any thread may use it.
+unsafe impl Send for TaskPtr {}
+
+/// What the calling thread and the workers share.
+struct Shared {
+    task: Mutex<Option<TaskPtr>>,
+    /// Bumped once per step; a worker considers each step once.
+    step: AtomicUsize,
+    /// The step workers may still join, or [`CLOSED`].
+    open: AtomicUsize,
+    /// Workers that joined the open step and have not finished its task.
+    active: AtomicUsize,
+    stop: AtomicBool,
+    worker_panicked: AtomicBool,
+    /// Per worker: asleep (or about to be) until woken.
+    asleep: Vec<AtomicBool>,
+}
+
+const CLOSED: usize = usize::MAX;
+
+/// How long a waiting worker spins before it sleeps.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Runs `f` with a team of `threads` threads (the caller and `threads - 1` workers).
+pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
+    if threads <= 1 || cfg!(target_arch = "wasm32") {
+        return f(&Team {
+            threads: 1,
+            shared: None,
+            workers: Vec::new(),
+        });
+    }
+    let shared = Shared {
+        task: Mutex::new(None),
+        step: AtomicUsize::new(0),
+        open: AtomicUsize::new(CLOSED),
+        active: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        worker_panicked: AtomicBool::new(false),
+        asleep: (1..threads).map(|_| AtomicBool::new(false)).collect(),
+    };
+    std::thread::scope(|scope| {
+        let shared = &shared;
+        let workers: Vec<_> = (0..threads - 1)
+            .map(|id| scope.spawn(move || shared.work(id)).thread().clone())
+            .collect();
+        // Stops the workers however `f` ends, or the scope would wait for them forever.
+        struct StopOnDrop<'s>(&'s Shared, &'s [std::thread::Thread]);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.stop.store(true, Ordering::SeqCst);
+                self.1.iter().for_each(|w| w.unpark());
+            }
+        }
+        let _stop = StopOnDrop(shared, &workers);
+        f(&Team {
+            threads,
+            shared: Some(shared),
+            workers: workers.clone(),
+        })
+    })
+}
+
+impl Team<'_> {
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `task` on every thread of the team and returns when all are done. Tasks split
+    /// their work by taking items from a shared queue until it is empty.
+    pub fn run(&self, task: &(dyn Fn() + Sync)) {
+        let Some(shared) = self.shared else {
+            task();
+            return;
+        };
+        // SAFETY: only the lifetime is erased. A worker calls the task only after joining the
+        // open step (`active` incremented, then `open` seen equal to the step), and this
+        // function closes the step and waits for `active` to reach zero before it returns
+        // (or unwinds: `CloseOnDrop`), so the task outlives every use.
+        let ptr: *const (dyn Fn() + Sync + '_) = task;
+        let ptr: *const (dyn Fn() + Sync + 'static) = unsafe { std::mem::transmute(ptr) };
+        *shared.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(TaskPtr(ptr));
+        let step = shared.step.load(Ordering::Relaxed).wrapping_add(1) % CLOSED;
+        shared.open.store(step, Ordering::SeqCst);
+        shared.step.store(step, Ordering::SeqCst);
+        // A worker that went to sleep before seeing the step is woken (it set `asleep`
+        // before checking `step`, so one of the two sides sees the other).
+        for (flag, worker) in shared.asleep.iter().zip(&self.workers) {
+            if flag.swap(false, Ordering::SeqCst) {
+                worker.unpark();
+            }
+        }
+
+        struct CloseOnDrop<'s>(&'s Shared);
+        impl Drop for CloseOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.open.store(CLOSED, Ordering::SeqCst);
+                wait_until(|| self.0.active.load(Ordering::SeqCst) == 0);
+            }
+        }
+        let close = CloseOnDrop(shared);
+        task();
+        drop(close);
+        if shared.worker_panicked.load(Ordering::Relaxed) {
+            panic!("a worker thread of the CPU engine panicked");
+        }
+    }
+}
+
+impl Shared {
+    /// A worker's life: join each step that is still open when it gets there, until told
+    /// to stop.
+    fn work(&self, id: usize) {
+        let mut seen = 0usize;
+        loop {
+            self.wait_for_step(id, seen);
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            seen = self.step.load(Ordering::Acquire);
+            self.active.fetch_add(1, Ordering::SeqCst);
+            if self.open.load(Ordering::SeqCst) == seen {
+                let task = *self.task.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(TaskPtr(ptr)) = task {
+                    // SAFETY: see `Team::run`: the step is open and this thread is counted in
+                    // `active`, so the caller waits for it before the task goes away. A panic
+                    // is reported by the caller of `run`; the worker stays in the team.
+                    if catch_unwind(AssertUnwindSafe(|| unsafe { (*ptr)() })).is_err() {
+                        self.worker_panicked.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Returns once a step after `seen` is published or the team stops: spins for [`SPIN`],
+    /// then sleeps until woken.
+    fn wait_for_step(&self, id: usize, seen: usize) {
+        let ready = || self.stop.load(Ordering::SeqCst) || self.step.load(Ordering::SeqCst) != seen;
+        let start = std::time::Instant::now();
+        let mut spins = 0u32;
+        while !ready() {
+            spins += 1;
+            if !spins.is_multiple_of(256) || start.elapsed() < SPIN {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.asleep[id].store(true, Ordering::SeqCst);
+            if !ready() {
+                // Spurious wake-ups only loop back here.
+                std::thread::park();
+            }
+            self.asleep[id].store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Spins briefly (steps are microseconds apart), then yields the core to other work.
+fn wait_until(done: impl Fn() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        if spins < 4096 {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_item_is_taken_once_whoever_joins() {
+        for threads in 1..=4 {
+            let total = with_team(threads, |team| {
+                let mut total = 0;
+                for step in 0..50 {
+                    let next = AtomicUsize::new(0);
+                    let sum = AtomicUsize::new(0);
+                    let runs = AtomicUsize::new(0);
+                    team.run(&|| {
+                        runs.fetch_add(1, Ordering::Relaxed);
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= 100 {
+                                break;
+                            }
+                            sum.fetch_add(i + step, Ordering::Relaxed);
+                        }
+                    });
+                    // The caller always runs the task; a worker only if it came in time.
+                    let runs = runs.load(Ordering::Relaxed);
+                    assert!((1..=team.threads()).contains(&runs), "{runs} runs");
+                    total += sum.load(Ordering::Relaxed);
+                }
+                total
+            });
+            let want: usize = (0..50)
+                .map(|s| (0..100).map(|i| i + s).sum::<usize>())
+                .sum();
+            assert_eq!(total, want, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn a_panicking_worker_is_reported_not_hidden() {
+        let caught = catch_unwind(|| {
+            with_team(2, |team| {
+                let first = AtomicBool::new(true);
+                team.run(&|| {
+                    // The first thread to arrive panics, whichever it is.
+                    if first.swap(false, Ordering::Relaxed) {
+                        panic!("boom");
+                    }
+                });
+            })
+        });
+        assert!(caught.is_err());
+    }
+}

@@ -1,0 +1,303 @@
+//! The engine on generated models (every block format in every forward): logits against the
+//! f32 reference, batch invariance, tree masks, cache truncation and compaction, errors.
+
+use std::sync::Arc;
+
+use pollster::block_on;
+use runahead_cpu::{CpuEngine, CpuOptions, Isa};
+use runahead_gguf::GgufFile;
+use runahead_model::testing::TinyModel;
+use runahead_model::{Batch, CpuModel, LanguageModel, Logits, ModelError};
+
+fn file(spec: &TinyModel) -> Arc<GgufFile> {
+    Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap())
+}
+
+fn options(isa: Isa, threads: usize) -> CpuOptions {
+    CpuOptions {
+        context: None,
+        threads: Some(threads),
+        isa: Some(isa),
+    }
+}
+
+/// Every instruction set this machine has, each with 1 and 2 threads.
+fn setups() -> Vec<CpuOptions> {
+    [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+        .into_iter()
+        .filter(|isa| isa.is_available())
+        .flat_map(|isa| [options(isa, 1), options(isa, 2)])
+        .collect()
+}
+
+fn load(spec: &TinyModel, o: &CpuOptions) -> CpuEngine {
+    CpuEngine::load(file(spec), o).unwrap()
+}
+
+/// Tied and separate outputs for both architectures.
+fn models() -> Vec<(&'static str, TinyModel)> {
+    vec![
+        ("llama", TinyModel::llama()),
+        ("qwen2", TinyModel::qwen2()),
+        (
+            "llama, separate output",
+            TinyModel {
+                separate_output: true,
+                seed: 3,
+                ..TinyModel::llama()
+            },
+        ),
+        (
+            "qwen2, tied output",
+            TinyModel {
+                separate_output: false,
+                seed: 4,
+                ..TinyModel::qwen2()
+            },
+        ),
+    ]
+}
+
+const PROMPT: [u32; 9] = [5, 77, 120, 3, 260, 42, 199, 7, 8];
+
+fn rows(l: &Logits) -> Vec<Vec<f32>> {
+    (0..l.n_rows()).map(|i| l.row(i).to_vec()).collect()
+}
+
+/// Row-by-row forward of `tokens` after the current cache.
+fn one_by_one<M: LanguageModel>(m: &mut M, tokens: &[u32]) -> Vec<Vec<f32>> {
+    tokens
+        .iter()
+        .map(|&t| {
+            let pos = m.cache_len();
+            block_on(m.forward(&Batch::causal(&[t], pos)))
+                .unwrap()
+                .row(0)
+                .to_vec()
+        })
+        .collect()
+}
+
+/// 8-bit activations against exact f32, relative to the rms of the reference's logits (13.9
+/// for tied outputs, whose random embeddings make large logits; about 3 otherwise): the
+/// largest difference measured is 0.06 of it (0.82 of 13.9), a broken block decoder moves
+/// logits by about the whole rms.
+const TINY_TOLERANCE: f32 = 0.1;
+/// Top-2 margin of the reference, relative to the rms, above which the argmax must agree.
+const CLEAR_MARGIN: f32 = 0.2;
+
+#[test]
+fn logits_follow_the_reference_within_tolerance() {
+    for (name, spec) in models() {
+        let f = file(&spec);
+        let mut reference = CpuModel::load(&f, None).unwrap();
+        let want = block_on(reference.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+        let rms = (want.data.iter().map(|v| v * v).sum::<f32>() / want.data.len() as f32).sqrt();
+        let mut outputs = Vec::new();
+        for o in setups() {
+            let mut m = CpuEngine::load(f.clone(), &o).unwrap();
+            let got = block_on(m.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+            let mut worst = 0f32;
+            for (i, (a, b)) in got.data.iter().zip(&want.data).enumerate() {
+                let d = (a - b).abs();
+                worst = worst.max(d);
+                assert!(
+                    d <= TINY_TOLERANCE * rms,
+                    "{name} {o:?}: logit {} of row {}: {a} vs reference {b}",
+                    i % want.vocab,
+                    i / want.vocab
+                );
+            }
+            for row in 0..PROMPT.len() {
+                let top = runahead_model::top_k_of(want.row(row), 2);
+                if top[0].1 - top[1].1 > CLEAR_MARGIN * rms {
+                    assert_eq!(
+                        got.argmax(row),
+                        top[0].0,
+                        "{name} {o:?}: argmax of row {row}"
+                    );
+                }
+            }
+            eprintln!("{name} {o:?}: largest difference {worst}, rms of the logits {rms}");
+            outputs.push((o, got));
+        }
+        // Every instruction set and thread count gives the same bits.
+        for (o, got) in &outputs[1..] {
+            assert!(
+                got.data
+                    .iter()
+                    .zip(&outputs[0].1.data)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name}: {o:?} differs from {:?}",
+                outputs[0].0
+            );
+        }
+    }
+}
+
+#[test]
+fn block_forward_is_bit_identical_to_one_token_at_a_time() {
+    for (name, spec) in models().into_iter().take(2) {
+        for o in setups() {
+            let mut a = load(&spec, &o);
+            let block = rows(&block_on(a.forward(&Batch::causal(&PROMPT, 0))).unwrap());
+            let single = one_by_one(&mut load(&spec, &o), &PROMPT);
+            assert_eq!(block, single, "{name} {o:?}: batch invariance");
+            // Blocks of every size after a cached prefix.
+            for split in 1..PROMPT.len() {
+                let mut c = load(&spec, &o);
+                block_on(c.forward(&Batch::causal(&PROMPT[..split], 0))).unwrap();
+                let tail =
+                    rows(&block_on(c.forward(&Batch::causal(&PROMPT[split..], split))).unwrap());
+                assert_eq!(tail, single[split..], "{name} {o:?}: block after {split}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tree_rows_equal_their_chains_and_compact_keeps_a_path() {
+    for (name, spec) in models().into_iter().take(2) {
+        let o = &setups()[0];
+        let prefix = &PROMPT[..3];
+        // a(10) -> b(11) -> c(12); a -> d(13); e(14)
+        let tokens = [10, 11, 12, 13, 14];
+        let parents = [None, Some(0), Some(1), Some(0), None];
+        let mut m = load(&spec, o);
+        block_on(m.forward(&Batch::causal(prefix, 0))).unwrap();
+        let tree = block_on(m.forward(&Batch::tree(&tokens, &parents, 3).unwrap())).unwrap();
+        let chain = |path: &[u32]| {
+            let mut c = load(&spec, o);
+            block_on(c.forward(&Batch::causal(prefix, 0))).unwrap();
+            rows(&block_on(c.forward(&Batch::causal(path, 3))).unwrap())
+        };
+        let (abc, ad, e) = (chain(&[10, 11, 12]), chain(&[10, 13]), chain(&[14]));
+        assert_eq!(tree.row(0), abc[0], "{name}: a");
+        assert_eq!(tree.row(1), abc[1], "{name}: b");
+        assert_eq!(tree.row(2), abc[2], "{name}: c");
+        assert_eq!(tree.row(3), ad[1], "{name}: d");
+        assert_eq!(tree.row(4), e[0], "{name}: e");
+
+        // Keep a -> d, then continue: as if a, d had been decoded as a chain.
+        m.compact(3, &[0, 3]).unwrap();
+        assert_eq!(m.cache_len(), 5);
+        let next = one_by_one(&mut m, &[20, 21]);
+        let mut c = load(&spec, o);
+        block_on(c.forward(&Batch::causal(
+            &[PROMPT[0], PROMPT[1], PROMPT[2], 10, 13],
+            0,
+        )))
+        .unwrap();
+        assert_eq!(
+            next,
+            one_by_one(&mut c, &[20, 21]),
+            "{name}: after compaction"
+        );
+
+        assert!(m.compact(3, &[1, 0]).is_err());
+        assert!(m.compact(3, &[9]).is_err());
+        assert!(m.compact(3, &[usize::MAX]).is_err());
+        assert!(m.compact(99, &[]).is_err());
+    }
+}
+
+#[test]
+fn truncate_leaves_no_stale_entries() {
+    let o = &setups()[0];
+    let spec = TinyModel::qwen2();
+    let mut m = load(&spec, o);
+    let reference = one_by_one(&mut m, &PROMPT);
+    m.truncate(4);
+    block_on(m.forward(&Batch::causal(&[9, 9, 9], 4))).unwrap();
+    m.truncate(4);
+    assert_eq!(m.cache_len(), 4);
+    assert_eq!(one_by_one(&mut m, &PROMPT[4..]), reference[4..]);
+}
+
+#[test]
+fn bad_batches_and_options_are_typed_errors() {
+    let o = &setups()[0];
+    let mut m = load(&TinyModel::llama(), o);
+    let vocab = m.config().vocab_size as u32;
+    let err = block_on(m.forward(&Batch::causal(&[vocab], 0))).unwrap_err();
+    assert!(matches!(err, ModelError::TokenOutOfRange { .. }), "{err}");
+    assert!(matches!(
+        block_on(m.forward(&Batch::causal(&[], 0))),
+        Err(ModelError::InvalidBatch(_))
+    ));
+    let long = vec![1u32; m.capacity() + 1];
+    let err = block_on(m.forward(&Batch::causal(&long, 0))).unwrap_err();
+    assert!(matches!(err, ModelError::ContextFull { .. }), "{err}");
+    assert_eq!(
+        m.cache_len(),
+        0,
+        "a failed forward leaves the cache as it was"
+    );
+
+    let f = file(&TinyModel::llama());
+    let capped = CpuOptions {
+        context: Some(8),
+        ..o.clone()
+    };
+    let mut m = CpuEngine::load(f.clone(), &capped).unwrap();
+    block_on(m.forward(&Batch::causal(&[1; 8], 0))).unwrap();
+    assert!(matches!(
+        block_on(m.forward(&Batch::causal(&[1], 8))),
+        Err(ModelError::ContextFull {
+            needed: 9,
+            context: 8
+        })
+    ));
+    assert!(CpuEngine::load(
+        f.clone(),
+        &CpuOptions {
+            context: Some(0),
+            ..o.clone()
+        }
+    )
+    .is_err());
+    assert!(CpuEngine::load(
+        f,
+        &CpuOptions {
+            threads: Some(0),
+            ..o.clone()
+        }
+    )
+    .is_err());
+}
+
+#[test]
+fn unsupported_tensor_type_is_refused() {
+    // IQ4_NL has Q4_0's block size (32 elements in 18 bytes), so the file stays consistent.
+    let mut bytes = TinyModel::llama().to_gguf();
+    let name = b"blk.0.attn_q.weight";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap() + name.len();
+    let ty_at = at + 4 + 16;
+    assert_eq!(
+        bytes[ty_at..ty_at + 4],
+        2u32.to_le_bytes(),
+        "attn_q is Q4_0"
+    );
+    bytes[ty_at..ty_at + 4].copy_from_slice(&20u32.to_le_bytes());
+    let f = Arc::new(GgufFile::from_bytes(bytes).unwrap());
+    let err = CpuEngine::load(f, &setups()[0]).err().unwrap();
+    assert!(
+        matches!(err, ModelError::UnsupportedTensorType { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("IQ4_NL"), "{err}");
+}
+
+#[test]
+fn a_nan_weight_gives_no_usable_logit() {
+    let bytes = TinyModel::llama().to_gguf_with_nan("output_norm.weight");
+    let f = Arc::new(GgufFile::from_bytes(bytes).unwrap());
+    for o in setups() {
+        let mut m = CpuEngine::load(f.clone(), &o).unwrap();
+        let err = block_on(m.forward_argmax(&Batch::causal(&[3, 4], 0))).unwrap_err();
+        assert!(
+            matches!(err, ModelError::NoUsableLogit { row: 0 }),
+            "{o:?}: {err}"
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! Greedy speculative decoding on this engine returns exactly what greedy plain decoding
+//! returns, for every drafter (draft models on this engine too), tree and chain verification.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use pollster::block_on;
+use runahead_cpu::{CpuEngine, CpuOptions, Isa};
+use runahead_gguf::GgufFile;
+use runahead_model::testing::{TestRng, TinyModel};
+use runahead_model::{LanguageModel, ModelError};
+use runahead_speculate::{
+    generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest, Drafter,
+    GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter, SamplingParams,
+    SuffixDrafter,
+};
+
+fn opts(max_tokens: usize, depth: Depth) -> GenerateOptions {
+    GenerateOptions {
+        max_tokens,
+        sampling: SamplingParams::greedy(),
+        depth,
+        ..GenerateOptions::default()
+    }
+}
+
+fn run<M: LanguageModel>(
+    m: &mut M,
+    d: Option<&mut dyn Drafter>,
+    prompt: &[u32],
+    o: &GenerateOptions,
+) -> Generation {
+    let done = block_on(generate_with(
+        m,
+        d,
+        prompt,
+        o,
+        |_| false,
+        |_, _| ControlFlow::Continue(()),
+    ));
+    done.unwrap()
+}
+
+/// Random trees, rejected almost always: every step verifies a tree and compacts the cache.
+struct RandomTrees(TestRng, usize);
+
+impl Drafter for RandomTrees {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+    fn propose<'a>(
+        &'a mut self,
+        r: DraftRequest<'a>,
+    ) -> LocalFuture<'a, Result<Draft, ModelError>> {
+        let mut d = Draft::empty("random");
+        let last = r.context.last().copied().unwrap_or(0);
+        for i in 0..r.max_nodes.min(7) {
+            let parent = (i > 0 && !self.0.next_u64().is_multiple_of(3))
+                .then(|| (self.0.next_u64() % i as u64) as usize);
+            let t = if self.0.next_u64().is_multiple_of(2) {
+                last
+            } else {
+                (self.0.next_u64() % self.1 as u64) as u32
+            };
+            d.push(t, parent, 0.5);
+        }
+        ready(Ok(d))
+    }
+}
+
+/// Half repetitive (drafters find matches), half random.
+fn prompts(vocab: usize) -> Vec<Vec<u32>> {
+    let mut rng = TestRng::new(9);
+    (0..8u32)
+        .map(|i| {
+            if i % 2 == 0 {
+                (0..24).map(|j| 3 + (j * 7 + i) % 11).collect()
+            } else {
+                (0..5 + i as usize)
+                    .map(|_| 2 + (rng.next_u64() % (vocab as u64 - 2)) as u32)
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_drafter_equals_plain_greedy() {
+    let isa = if Isa::Avx2.is_available() {
+        Isa::Avx2
+    } else {
+        Isa::Scalar
+    };
+    let options = CpuOptions {
+        threads: Some(2),
+        isa: Some(isa),
+        ..CpuOptions::default()
+    };
+    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+        let file = Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap());
+        let other = Arc::new(
+            GgufFile::from_bytes(
+                TinyModel {
+                    seed: 77,
+                    ..spec.clone()
+                }
+                .to_gguf(),
+            )
+            .unwrap(),
+        );
+        let engine = |f: &Arc<GgufFile>| CpuEngine::load(f.clone(), &options).unwrap();
+        let mut m = engine(&file);
+        let vocab = m.config().vocab_size;
+        let mut drafters: Vec<Box<dyn Drafter>> = vec![
+            Box::new(NgramDrafter::default()),
+            Box::new(SuffixDrafter::new(256)),
+            Box::new(ModelDrafter::new(engine(&file))),
+            Box::new(ModelDrafter::new(engine(&other))),
+            Box::new(AutoDrafter::new(
+                SuffixDrafter::default(),
+                Some(Box::new(ModelDrafter::new(engine(&other)))),
+            )),
+            Box::new(RandomTrees(TestRng::new(5), vocab)),
+        ];
+        let depths = [Depth::Fixed(8), Depth::adaptive(CostModel::linear(0.05))];
+        let (mut accepted, mut drafted) = (0, 0);
+        for (i, prompt) in prompts(vocab).iter().enumerate() {
+            let plain = run(&mut m, None, prompt, &opts(20, Depth::default()));
+            for (k, d) in drafters.iter_mut().enumerate() {
+                let depth = depths[(i + k) % 2].clone();
+                let out = run(&mut m, Some(d.as_mut()), prompt, &opts(20, depth));
+                assert_eq!(
+                    out.tokens,
+                    plain.tokens,
+                    "{:?} drafter {} prompt {i}",
+                    spec.arch,
+                    d.name()
+                );
+                accepted += out.stats.accepted;
+                drafted += out.stats.drafted;
+            }
+        }
+        eprintln!("{:?}: accepted {accepted} of {drafted} drafted", spec.arch);
+        assert!(
+            accepted > 0,
+            "some drafts must be accepted for the test to mean anything"
+        );
+    }
+}
