@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use runahead_gguf::{dequantize_row, GgufFile};
-use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result};
+use runahead_model::{
+    argmax_rows, Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits,
+};
 
 use crate::activations::Activations;
 use crate::attention::Attention;
@@ -214,6 +216,15 @@ impl LanguageModel for CpuEngine {
             data,
             vocab: self.config.vocab_size,
         })
+    }
+
+    // Selection on the CPU: the logits are already here.
+    async fn forward_argmax(&mut self, batch: &Batch) -> Result<Vec<u32>> {
+        argmax_rows(&self.forward(batch).await?)
+    }
+
+    async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits> {
+        Ok(TopLogits::of(&self.forward(batch).await?, k))
     }
 
     fn truncate(&mut self, len: usize) {
