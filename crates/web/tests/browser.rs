@@ -297,3 +297,34 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
     .expect("sampling still works after errors");
     assert!(!token_ids(&result).is_empty());
 }
+
+/// 100 generations on one loaded engine do not grow the page's WebAssembly memory (it never
+/// shrinks, so growth would show as a larger buffer): after the first 20 its size stays put.
+/// The n-gram drafter keeps no index across requests; the KV cache record is reused.
+#[wasm_bindgen_test]
+async fn a_hundred_generations_do_not_grow_the_page_memory() {
+    let engine = load(TinyModel::llama().to_gguf())
+        .await
+        .expect("engine loads");
+    let memory_bytes = || {
+        let memory: js_sys::WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+        memory
+            .buffer()
+            .unchecked_into::<js_sys::ArrayBuffer>()
+            .byte_length()
+    };
+    let mut after_warmup = 0;
+    for i in 0..100 {
+        run(
+            &engine,
+            r#"{"maxTokens": 8, "draft": "ngram", "depth": 4}"#,
+            None,
+        )
+        .await
+        .expect("generates");
+        if i == 19 {
+            after_warmup = memory_bytes();
+        }
+    }
+    assert_eq!(memory_bytes(), after_warmup, "bytes of WebAssembly memory");
+}
