@@ -11,7 +11,7 @@ use std::fmt;
 use std::io::{self, Write};
 
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Kwargs, Serde, Value, ValueIter, ValueKind, ValueOrKwargs};
+use minijinja::value::{Kwargs, Rest, Serde, Value, ValueIter, ValueKind, ValueOrKwargs};
 use minijinja::{context, Environment, ErrorKind, State};
 use serde::Serialize;
 
@@ -79,7 +79,12 @@ impl ChatTemplate {
     pub fn new(source: &str, bos: &str, eos: &str) -> Result<Self> {
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(|state, value, method, args| {
+            if method == "format" {
+                check_format_fields(value, "{", '}')?;
+            }
+            minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+        });
         env.add_function(
             "raise_exception",
             |msg: String| -> std::result::Result<String, minijinja::Error> {
@@ -90,6 +95,7 @@ impl ChatTemplate {
         // found by fuzzing, fuzz/ target chat_template; join and tojson by probing 3.1 with
         // the one-step operations fuel does not stop).
         env.add_filter("join", join);
+        env.add_filter("format", format);
         env.add_filter("tojson", tojson);
         env.add_function("namespace", namespace);
         env.set_fuel(Some(TEMPLATE_FUEL));
@@ -391,6 +397,41 @@ fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
     }
 }
 
+/// The `format` filter (printf style), refusing what would make minijinja 3.1 panic (see
+/// [`check_format_fields`]).
+fn format(
+    state: &mut State,
+    value: &Value,
+    args: Rest<ValueOrKwargs>,
+) -> std::result::Result<Value, minijinja::Error> {
+    check_format_fields(value, "%(", ')')?;
+    minijinja::filters::format(state, value, args)
+}
+
+/// Refuses a format string with anything but ASCII in a field (`%(key)s` for the `format`
+/// filter, `{...}` for the `.format()` method). minijinja 3.1's format parser steps through
+/// keys a byte at a time and slices the string there, which panics inside a multi-byte
+/// character (found by fuzzing: `'%(é)s' | format`); real templates name fields in ASCII.
+fn check_format_fields(
+    value: &Value,
+    open: &str,
+    close: char,
+) -> std::result::Result<(), minijinja::Error> {
+    let mut rest = value.as_str().unwrap_or_default();
+    while let Some(start) = rest.find(open) {
+        let field = &rest[start + open.len()..];
+        let end = field.find(close).unwrap_or(field.len());
+        if !field[..end].is_ascii() {
+            return Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                "format fields must be ASCII",
+            ));
+        }
+        rest = &field[end..];
+    }
+    Ok(())
+}
+
 /// The `namespace` function, remembering each namespace it makes for
 /// [`break_namespace_cycles`].
 fn namespace(defaults: Option<ValueOrKwargs>) -> std::result::Result<Value, minijinja::Error> {
@@ -657,6 +698,33 @@ mod tests {
                 Ok(text) => assert_eq!(text, "1", "{tail}"),
                 Err(e) => assert!(matches!(e, ModelError::ChatTemplateFuel { .. }), "{e}"),
             }
+        }
+    }
+
+    /// Found by fuzzing: minijinja 3.1 sliced format strings inside a multi-byte character of a
+    /// field (`%(é)s`, `{a[é]}`) and panicked. Such fields are an error; ASCII ones format as
+    /// before, and non-ASCII text outside fields is kept.
+    #[test]
+    fn format_fields_with_multibyte_characters_are_an_error() {
+        let messages = [ChatMessage::new("é", "")];
+        for source in [
+            "{{ '%(é)s' | format({'é': 1}) }}",
+            "{{ '%(\u{e9}' | format }}",
+            "{{ ('%(' ~ messages[0].role ~ ')s') | format }}",
+            "{{ '{a[é]}'.format(a={'é': 1}) }}",
+            "{{ '{é}'.format() }}",
+        ] {
+            let t = ChatTemplate::new(source, "", "").unwrap();
+            let err = t.render(&messages, false).unwrap_err();
+            assert!(err.to_string().contains("ASCII"), "{source}: {err}");
+        }
+        for (source, expected) in [
+            ("{{ 'é %(x)s' | format(x=2) }}", "é 2"),
+            ("{{ '%s-%d é' | format('a', 3) }}", "a-3 é"),
+            ("{{ 'é {} {x}'.format(1, x=2) }}", "é 1 2"),
+        ] {
+            let t = ChatTemplate::new(source, "", "").unwrap();
+            assert_eq!(t.render(&messages, false).unwrap(), expected, "{source}");
         }
     }
 }
