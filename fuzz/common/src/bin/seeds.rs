@@ -94,7 +94,7 @@ fn main() {
     for (name, file) in &real {
         templates.push((name.to_string(), template_of(file)));
     }
-    let conversation = vec![
+    let conversation = [
         ChatMessage::new("system", "You are a helpful assistant."),
         ChatMessage::new("user", "Hi! What is 2+2?"),
         ChatMessage::new("assistant", "4."),
