@@ -8,6 +8,7 @@ mod config;
 mod cpu;
 mod error;
 mod lm;
+mod pre_tokenize;
 mod tensors;
 pub mod testing;
 mod tokenizer;

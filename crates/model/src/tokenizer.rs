@@ -7,29 +7,25 @@ use std::collections::HashMap;
 
 use runahead_gguf::Metadata;
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::decoders::DecoderWrapper;
 use tokenizers::models::bpe::BPE;
-use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::pre_tokenizers::digits::Digits;
-use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::{AddedToken, PreTokenizerWrapper, SplitDelimiterBehavior};
+use tokenizers::normalizers::NormalizerWrapper;
+use tokenizers::processors::PostProcessorWrapper;
+use tokenizers::{AddedToken, TokenizerImpl};
 
+use crate::pre_tokenize::{pre_tokenizer, PreTokenize};
 use crate::{ModelError, Result};
 
 /// GGUF token types (`tokenizer.ggml.token_type`).
 const TYPE_CONTROL: i64 = 3;
 const TYPE_USER_DEFINED: i64 = 4;
 
-/// Qwen2's split pattern (llama.cpp `LLAMA_VOCAB_PRE_TYPE_QWEN2`): single digits, letters with
-/// at most one leading non-letter, newlines kept with the punctuation before them.
-const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-
-/// Llama 3's split pattern (`llama-bpe`): numbers in runs of at most three digits.
-const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// `tokenizers`' pipeline with runahead's pre-tokenizer (see [`PreTokenize`]).
+type Bpe = TokenizerImpl<BPE, NormalizerWrapper, PreTokenize, PostProcessorWrapper, DecoderWrapper>;
 
 /// A model's tokenizer.
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Bpe,
     /// Bytes each token stands for when decoded.
     token_bytes: Vec<Vec<u8>>,
     pub bos: Option<u32>,
@@ -99,7 +95,7 @@ impl Tokenizer {
             .ignore_merges(split.ignore_merges)
             .build()
             .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
-        let mut inner = tokenizers::Tokenizer::new(bpe);
+        let mut inner = Bpe::new(bpe);
         inner.with_pre_tokenizer(Some(split.pre_tokenizer));
         inner.with_decoder(Some(ByteLevelDecoder::default()));
         // Both kinds are matched as whole tokens in the text, but only control tokens are
@@ -310,58 +306,6 @@ impl TokenDecoder<'_> {
         let text = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
         text
-    }
-}
-
-/// How a `tokenizer.ggml.pre` splits text before BPE.
-struct PreSplit {
-    pre_tokenizer: PreTokenizerWrapper,
-    /// A pre-token that is itself in the vocabulary becomes that one token, merges or not
-    /// (llama.cpp's `ignore_merges`, set for the pre-tokenizers whose Hugging Face tokenizer has
-    /// it). Merges alone can stop short of it: Llama 3's merges spell " Việt" as " Vi", "ệ",
-    /// "t", although " Việt" is one token.
-    ignore_merges: bool,
-}
-
-fn pre_tokenizer(pre: &str) -> Result<PreSplit> {
-    let split = |pattern: &str| -> Result<PreTokenizerWrapper> {
-        let split = Split::new(
-            SplitPattern::Regex(pattern.to_owned()),
-            SplitDelimiterBehavior::Isolated,
-            false,
-        )
-        .map_err(|e| ModelError::Tokenizer(format!("split pattern: {e}")))?;
-        Ok(Sequence::new(vec![
-            split.into(),
-            ByteLevel::new(false, false, false).into(),
-        ])
-        .into())
-    };
-    let merging = |pre_tokenizer| PreSplit {
-        pre_tokenizer,
-        ignore_merges: false,
-    };
-    match pre {
-        // GPT-2's pattern, digits first split one by one (llama.cpp treats these names alike;
-        // command-r differs only in detokenizing, which runahead does byte for byte).
-        "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" => Ok(merging(
-            Sequence::new(vec![
-                Digits::new(true).into(),
-                ByteLevel::new(false, false, true).into(),
-            ])
-            .into(),
-        )),
-        "qwen2" | "deepseek-r1-qwen" => Ok(merging(split(QWEN2_PATTERN)?)),
-        "llama-bpe" | "llama3" => Ok(PreSplit {
-            pre_tokenizer: split(LLAMA3_PATTERN)?,
-            ignore_merges: true,
-        }),
-        // GPT-2's pattern (llama.cpp: LLAMA_VOCAB_PRE_TYPE_GPT2 and _MPT split alike).
-        "gpt-2" | "gpt2" | "mpt" => Ok(merging(ByteLevel::new(false, false, true).into())),
-        other => Err(ModelError::Tokenizer(format!(
-            "pre-tokenizer '{other}' is not supported (supported: smollm, starcoder, refact, \
-             codeshell, command-r, qwen2, deepseek-r1-qwen, llama-bpe, llama3, gpt-2, mpt)"
-        ))),
     }
 }
 
