@@ -25,6 +25,11 @@ pub struct AutoDrafter {
 }
 
 impl AutoDrafter {
+    /// The suffix drafter it holds (for its history of earlier outputs).
+    pub fn suffix_mut(&mut self) -> &mut SuffixDrafter {
+        &mut self.suffix
+    }
+
     pub fn new(suffix: SuffixDrafter, model: Option<Box<dyn Drafter>>) -> Self {
         AutoDrafter {
             suffix,

@@ -8,6 +8,7 @@ mod depth;
 mod draft;
 mod drafter;
 mod generate;
+mod history;
 mod model_drafter;
 mod report;
 mod sampling;
@@ -22,6 +23,9 @@ pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
     generate, generate_cached, generate_with, DrafterStats, GenerateError, GenerateOptions,
     Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT,
+};
+pub use history::{
+    decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,
 };
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;

@@ -420,6 +420,27 @@ impl SuffixDrafter {
         self.global.tokens
     }
 
+    /// Earlier outputs the global index holds, oldest first (what a page persists: see
+    /// [`crate::encode_history`]).
+    pub fn history(&self) -> impl Iterator<Item = &[u32]> {
+        self.global.sequences.iter().map(|s| s.as_slice())
+    }
+
+    /// Indexes an earlier output as if a generation had just produced it (the oldest are
+    /// evicted past the global index's bound).
+    pub fn add_history(&mut self, output: &[u32]) {
+        self.global.add(output);
+    }
+
+    /// Forgets every earlier output (the current request's index is rebuilt as it goes).
+    pub fn clear_history(&mut self) {
+        let max_tokens = self.global.max_tokens;
+        self.global = GlobalIndex {
+            max_tokens,
+            ..GlobalIndex::default()
+        };
+    }
+
     /// The draft for `context`: the better-scored of the request and global candidates, its
     /// frequencies scaled by the trust earned by matches of its length.
     pub fn draft(&mut self, context: &[u32], max_nodes: usize) -> Draft {
