@@ -56,6 +56,24 @@ pub struct BenchArgs {
     /// Which GPU kernels the gpu backend runs.
     #[arg(long, value_enum, default_value_t = crate::GpuKernels::Auto)]
     gpu_kernels: crate::GpuKernels,
+    /// Rows of the verification block whose per-forward host cost the gpu backend reports
+    /// (next to a decoding forward of 1 row).
+    #[arg(long, default_value_t = 8)]
+    verify_block: usize,
+    /// Forwards per size timed for the gpu backend's host cost (the median counts).
+    #[arg(long, default_value_t = 10)]
+    host_reps: usize,
+}
+
+/// What one forward of the gpu backend costs the host, medians over `--host-reps` forwards.
+struct HostCost {
+    rows: usize,
+    /// Dispatches the forward encoded (counted by the engine, argmax included).
+    dispatches: u64,
+    /// Writing the inputs, encoding every dispatch and submitting.
+    encode_submit_ms: f64,
+    /// From the submit to the results read back (the device's work, as the host sees it).
+    wait_ms: f64,
 }
 
 struct Row {
@@ -65,6 +83,8 @@ struct Row {
     dispatches_per_forward: Option<usize>,
     /// Milliseconds per forward of each of `--block-sizes`.
     block_ms: Vec<f64>,
+    /// The gpu backend's host cost per forward: decoding (1 row), then `--verify-block` rows.
+    host: Vec<HostCost>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -107,6 +127,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail,
                         totals,
                         dispatches_per_forward: None,
+                        host: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -126,6 +147,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
+                        host: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -141,12 +163,19 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
                 let d = m.dispatches_per_forward();
+                let host = host_costs(
+                    &mut m,
+                    &prompts[0],
+                    &[1, args.verify_block.max(1)],
+                    args.host_reps,
+                )?;
                 (
                     Row {
                         backend: "gpu".into(),
                         detail: format!("{}, {} kernels", ctx.adapter_info, ctx.shape.name()),
                         totals,
                         dispatches_per_forward: Some(d),
+                        host,
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -234,6 +263,28 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             writeln!(md, "| {} | {} |", r.backend, cells.join(" | "))?;
         }
     }
+    if rows.iter().any(|r| !r.host.is_empty()) {
+        writeln!(
+            md,
+            "\nHost cost of one gpu forward after the first prompt (argmax read back, median of \
+             {}): encoding and submitting, then waiting for the device:\n",
+            args.host_reps.max(1)
+        )?;
+        writeln!(
+            md,
+            "| backend | rows | dispatches | encode+submit ms | wait ms |"
+        )?;
+        writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
+        for r in &rows {
+            for h in &r.host {
+                writeln!(
+                    md,
+                    "| {} | {} | {} | {:.3} | {:.1} |",
+                    r.backend, h.rows, h.dispatches, h.encode_submit_ms, h.wait_ms
+                )?;
+            }
+        }
+    }
     print!("{md}");
     if let Some(path) = &args.json {
         let v = json!({
@@ -248,6 +299,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
                 "block_sizes": args.block_sizes, "block_ms": r.block_ms,
+                "host_cost": r.host.iter().map(|h| json!({
+                    "rows": h.rows, "dispatches": h.dispatches,
+                    "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
+                })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
@@ -281,6 +336,45 @@ fn block_times<M: LanguageModel>(
             m.truncate(base);
         }
         out.push(best);
+    }
+    Ok(out)
+}
+
+/// The host cost of one forward of a causal block of each size in `sizes` after `prompt` is
+/// in the cache (argmax read back, as decoding and greedy verification do), from the engine's
+/// own counters; the cache is truncated back after each forward.
+fn host_costs(
+    m: &mut GpuModel,
+    prompt: &[u32],
+    sizes: &[usize],
+    reps: usize,
+) -> Result<Vec<HostCost>> {
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut out = Vec::new();
+    for &size in sizes {
+        let block: Vec<u32> = prompt.iter().copied().cycle().take(size).collect();
+        let (mut encode, mut wait, mut dispatches) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..reps.max(1) {
+            let before = m.stats();
+            pollster::block_on(m.forward_argmax(&Batch::causal(&block, base)))?;
+            let after = m.stats();
+            m.truncate(base);
+            encode.push((after.encode_submit_nanos - before.encode_submit_nanos) as f64 / 1e6);
+            wait.push((after.wait_nanos - before.wait_nanos) as f64 / 1e6);
+            dispatches = after.dispatches - before.dispatches;
+        }
+        out.push(HostCost {
+            rows: size,
+            dispatches,
+            encode_submit_ms: median(encode),
+            wait_ms: median(wait),
+        });
     }
     Ok(out)
 }

@@ -433,6 +433,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         argmax_dispatch,
         top_k_dispatch,
         io,
+        upload: super::upload::Upload::new(&ctx.device),
+        host: Default::default(),
         kv,
         memory,
         stats: Cell::new(Default::default()),

@@ -148,6 +148,7 @@ impl BufferSizes {
                 (1, self.visible),
                 (2, self.top_k),
                 (5, self.per_row),
+                (1, super::upload::UPLOAD_BYTES),
             ],
         )?;
         // Vectors are uploaded as f32 whatever their stored type.
