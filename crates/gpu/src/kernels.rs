@@ -75,6 +75,10 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
     };
     let decoder = match format.and_then(format_source) {
         Some(f) => format!("{COMMON}\n{f}\n"),
+        // The KV cache's f16 words.
+        None if matches!(op, Op::KvStore | Op::Attention) => {
+            format!("{}\n", include_str!("../../../shaders/kv_f16.wgsl"))
+        }
         None => String::new(),
     };
     format!("{decoder}{io}\n{body}")

@@ -110,7 +110,7 @@ struct StepBuffers {
     top_k_read: wgpu::Buffer,
 }
 
-/// Per-layer KV cache buffers, `[capacity, kv_dim]` f32 each.
+/// Per-layer KV cache buffers, `[capacity, kv_dim]` f16 each, two to a word.
 struct KvBuffers {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
@@ -378,7 +378,8 @@ impl LanguageModel for GpuModel {
                 "cannot keep {keep:?} after slot {base} of a cache of {len}"
             )));
         }
-        let row = (self.config.kv_dim() * 4) as u64;
+        // f16, two to a word (shaders/kv_f16.wgsl).
+        let row = (self.config.kv_dim() * 2) as u64;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         // Through a scratch buffer: a kept row may be read after another kept row overwrote
         // its slot if copied in place.

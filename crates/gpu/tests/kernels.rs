@@ -344,14 +344,16 @@ fn kv_store_rounds_like_half() {
     // Edge values: f16 overflow, subnormals, ties.
     k[..6].copy_from_slice(&[70000.0, -1e-7, 3.0e-5, 1.0 + 1.0 / 2048.0, 65519.0, -0.0]);
     let v = rng.floats(m * kv_dim, 4.0);
+    // Both halves of an untouched word: -1.0 as f16 (0xbc00).
+    let untouched = 0xbc00_bc00u32;
     let inputs = [
         Input::F32(k.clone()),
         Input::F32(v),
-        Input::F32(vec![-1.0; cap * kv_dim]),
-        Input::F32(vec![0.0; cap * kv_dim]),
+        Input::U32(vec![untouched; cap * kv_dim / 2]),
+        Input::U32(vec![0; cap * kv_dim / 2]),
     ];
-    let grid = ((m * kv_dim).div_ceil(64) as u32, 1, 1);
-    let got = f32s(
+    let grid = ((m * kv_dim / 2).div_ceil(64) as u32, 1, 1);
+    let words = u32s(
         &block_on(run_kernel(
             &ctx(),
             Op::KvStore,
@@ -364,7 +366,14 @@ fn kv_store_rounds_like_half() {
         ))
         .unwrap(),
     );
-    for (i, g) in got.iter().enumerate() {
+    // Two f16 values a word, the first in the low half.
+    let got: Vec<half::f16> = words
+        .iter()
+        .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+        .map(half::f16::from_bits)
+        .collect();
+    assert_eq!(got.len(), cap * kv_dim);
+    for (i, g) in got.iter().map(|g| g.to_f32()).enumerate() {
         let slot = i / kv_dim;
         let want = if (base..base + m).contains(&slot) {
             half::f16::from_f32(k[i - base * kv_dim]).to_f32()
@@ -376,6 +385,23 @@ fn kv_store_rounds_like_half() {
             "kv_store index {i}: {g} vs {want}"
         );
     }
+}
+
+/// Values rounded to f16, kept as f32.
+fn to_f16_values(xs: Vec<f32>) -> Vec<f32> {
+    xs.into_iter()
+        .map(|x| half::f16::from_f32(x).to_f32())
+        .collect()
+}
+
+/// f16 values two to a word, the first in the low half (the KV cache's layout).
+fn pack_f16(xs: &[f32]) -> Vec<u32> {
+    xs.chunks(2)
+        .map(|p| {
+            let h = |x: f32| half::f16::from_f32(x).to_bits() as u32;
+            h(p[0]) | (h(p[1]) << 16)
+        })
+        .collect()
 }
 
 /// One attention case: the cache holds `base` entries before the block, block token `t` sees
@@ -409,8 +435,9 @@ impl AttentionCase {
             cap,
             base,
             q: rng.floats(m * n_heads * hd, 1.0),
-            kc: rng.floats(cap * n_kv * hd, 1.0),
-            vc: rng.floats(cap * n_kv * hd, 1.0),
+            // The cache holds f16 values: the reference sees exactly what the kernel reads.
+            kc: to_f16_values(rng.floats(cap * n_kv * hd, 1.0)),
+            vc: to_f16_values(rng.floats(cap * n_kv * hd, 1.0)),
         }
     }
 
@@ -434,8 +461,8 @@ impl AttentionCase {
         }
         let inputs = [
             Input::F32(q),
-            Input::F32(self.kc.clone()),
-            Input::F32(self.vc.clone()),
+            Input::U32(pack_f16(&self.kc)),
+            Input::U32(pack_f16(&self.vc)),
             Input::F32(vec![0.0; max_rows * n_heads * self.cap]),
             Input::F32(vec![f32::NAN; m * n_heads * hd]),
             Input::U32(lists),

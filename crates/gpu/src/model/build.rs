@@ -361,7 +361,9 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
             None,
             &[&k, &v, &kv.k[l], &kv.v[l]],
             &[kv_dim as u32],
-            Grid::Elements { per_token: kv_dim },
+            Grid::Elements {
+                per_token: kv_dim / 2,
+            },
         );
         let p = [
             c.n_heads as u32,

@@ -20,7 +20,7 @@ pub(super) struct BufferSizes {
     pub scores: u64,
     /// `[MAX_ROWS, vocab]`: logits on the device and their readback copy.
     pub logits: u64,
-    /// `[capacity, kv_dim]`: one layer's keys (or values).
+    /// `[capacity, kv_dim]` f16: one layer's keys (or values).
     pub kv_cache_layer: u64,
     /// `[MAX_ROWS, 1 + MAX_ROWS]`: each row's visible block indices.
     pub visible: u64,
@@ -71,7 +71,8 @@ impl BufferSizes {
             ffn: words("feed-forward width", r, c.n_ff, 1)?,
             scores: words("attention scores", r, c.n_heads, capacity)?,
             logits: words("logits", r, c.vocab_size, 1)?,
-            kv_cache_layer: words("KV cache", capacity, c.kv_dim(), 1)?,
+            // f16, two to a word (kv_dim is a multiple of 4).
+            kv_cache_layer: words("KV cache", capacity, c.kv_dim() / 2, 1)?,
             visible: words("visibility lists", r, 1 + r, 1)?,
             top_k: words("top-k output", r, TOP_K_ROW_WORDS, 1)?,
             per_row: words("row inputs", r, 1, 1)?,
