@@ -63,6 +63,18 @@ pub struct BenchArgs {
     /// Forwards per size timed for the gpu backend's host cost (the median counts).
     #[arg(long, default_value_t = 10)]
     host_reps: usize,
+    /// Also time each dispatch of a gpu decoding forward alone (the device polled idle before
+    /// and after it, 3 runs in one submit; host clock: timestamp queries are not used yet) and
+    /// report the time per kernel.
+    #[arg(long)]
+    profile: bool,
+}
+
+/// One kernel of the gpu profile: every dispatch with the same label, summed.
+struct KernelTime {
+    label: String,
+    count: usize,
+    ms: f64,
 }
 
 /// What one forward of the gpu backend costs the host, medians over `--host-reps` forwards.
@@ -85,6 +97,8 @@ struct Row {
     block_ms: Vec<f64>,
     /// The gpu backend's host cost per forward: decoding (1 row), then `--verify-block` rows.
     host: Vec<HostCost>,
+    /// `--profile`: the gpu backend's decoding forward per kernel, most time first.
+    profile: Vec<KernelTime>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -128,6 +142,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         totals,
                         dispatches_per_forward: None,
                         host: Vec::new(),
+                        profile: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -148,6 +163,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         totals,
                         dispatches_per_forward: None,
                         host: Vec::new(),
+                        profile: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -169,6 +185,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     &[1, args.verify_block.max(1)],
                     args.host_reps,
                 )?;
+                let profile = match args.profile {
+                    true => profile(&mut m, &prompts[0])?,
+                    false => Vec::new(),
+                };
                 (
                     Row {
                         backend: "gpu".into(),
@@ -176,6 +196,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         totals,
                         dispatches_per_forward: Some(d),
                         host,
+                        profile,
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -285,6 +306,28 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             }
         }
     }
+    for r in rows.iter().filter(|r| !r.profile.is_empty()) {
+        let total: f64 = r.profile.iter().map(|k| k.ms).sum();
+        writeln!(
+            md,
+            "\nOne decoding forward of the {} backend by kernel, each dispatch timed alone \
+             (host clock, device idle before and after; {total:.2} ms in all):\n",
+            r.backend
+        )?;
+        writeln!(md, "| kernel | dispatches | ms each | ms total | share |")?;
+        writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
+        for k in &r.profile {
+            writeln!(
+                md,
+                "| {} | {} | {:.3} | {:.2} | {:.1}% |",
+                k.label,
+                k.count,
+                k.ms / k.count as f64,
+                k.ms,
+                100.0 * k.ms / total.max(1e-12)
+            )?;
+        }
+    }
     print!("{md}");
     if let Some(path) = &args.json {
         let v = json!({
@@ -299,6 +342,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
                 "block_sizes": args.block_sizes, "block_ms": r.block_ms,
+                "profile": r.profile.iter().map(|k| json!({
+                    "kernel": k.label, "dispatches": k.count, "ms": k.ms,
+                })).collect::<Vec<_>>(),
                 "host_cost": r.host.iter().map(|h| json!({
                     "rows": h.rows, "dispatches": h.dispatches,
                     "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
@@ -376,6 +422,31 @@ fn host_costs(
             wait_ms: median(wait),
         });
     }
+    Ok(out)
+}
+
+/// Each dispatch of a decoding forward (one token behind `prompt`) timed alone, summed per
+/// label, most time first.
+fn profile(m: &mut GpuModel, prompt: &[u32]) -> Result<Vec<KernelTime>> {
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let times = m.profile(&Batch::causal(&prompt[..1], base), 3)?;
+    let mut out: Vec<KernelTime> = Vec::new();
+    for t in times {
+        match out.iter_mut().find(|k| k.label == t.label) {
+            Some(k) => {
+                k.count += 1;
+                k.ms += t.seconds * 1e3;
+            }
+            None => out.push(KernelTime {
+                label: t.label,
+                count: 1,
+                ms: t.seconds * 1e3,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     Ok(out)
 }
 
