@@ -1,8 +1,8 @@
 // The KV cache's storage: f16 values packed two to a u32 word (element 2j in the low half of
 // word j, 2j + 1 in the high half), converted on the bits so that no `shader-f16` feature is
 // needed and the rounding is the same on every device (pack2x16float's is implementation-
-// defined, and unpack2x16float may flush subnormals). Prepended to kv_store.wgsl and to the
-// attention kernels.
+// defined, and unpack2x16float may flush subnormals). Prepended to qkv_rope_store.wgsl and to
+// the attention kernels.
 
 // f32 -> f16 bits, rounded to nearest (ties to even); beyond f16's range (and NaN) the signed
 // infinity, as the cache has always stored.
