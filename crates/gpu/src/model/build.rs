@@ -213,9 +213,9 @@ fn matrix_info<'f>(
 }
 
 /// Matrices `parts` (name, rows), each `cols` wide, whose products a layer writes side by side
-/// into one output row: stacked by rows into one matrix (one dispatch) when they share a block
-/// format, else each on its own; with the first output column of each. Each output value is
-/// its row's product either way (the kernels reduce every row alone).
+/// into one output row: each run of neighbours that share a block format stacked by rows into
+/// one matrix (one dispatch), with the first output column of each. Each output value is its
+/// row's product either way (the kernels reduce every row alone).
 fn stacked(
     ctx: &GpuContext,
     file: &GgufFile,
@@ -226,20 +226,27 @@ fn stacked(
         .iter()
         .map(|(name, rows)| matrix_info(file, name, *rows, cols))
         .collect::<Result<Vec<_>>>()?;
-    if infos.iter().all(|i| i.ty == infos[0].ty) {
-        let rows = parts.iter().map(|(_, r)| r).sum();
-        let bytes: Vec<u8> = infos
-            .iter()
-            .flat_map(|i| file.tensor_bytes(i).iter().copied())
-            .collect();
-        let m = GpuMatrix::upload(ctx, &parts[0].0, infos[0].ty, &bytes, rows, cols)?;
-        return Ok(vec![(m, 0)]);
-    }
-    let mut col0 = 0;
     let mut out = Vec::new();
-    for (name, rows) in parts {
-        out.push((matrix(ctx, file, name, *rows, cols)?, col0));
+    let (mut first, mut col0) = (0, 0);
+    while first < parts.len() {
+        let ty = infos[first].ty;
+        let end = (first..parts.len())
+            .find(|&i| infos[i].ty != ty)
+            .unwrap_or(parts.len());
+        let rows: usize = parts[first..end].iter().map(|(_, r)| r).sum();
+        let w = match end - first {
+            1 => matrix(ctx, file, &parts[first].0, rows, cols)?,
+            _ => {
+                let bytes: Vec<u8> = infos[first..end]
+                    .iter()
+                    .flat_map(|i| file.tensor_bytes(i).iter().copied())
+                    .collect();
+                GpuMatrix::upload(ctx, &parts[first].0, ty, &bytes, rows, cols)?
+            }
+        };
+        out.push((w, col0));
         col0 += rows;
+        first = end;
     }
     Ok(out)
 }
@@ -368,7 +375,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
     let qkv_width = d + 2 * kv_dim;
     // Nine dispatches a layer: norm, q/k/v product, biases + RoPE + cache store, attention,
-    // output product (+ residual), norm, gate/up product, SiLU, down product (+ residual).
+    // output product (+ residual), norm, gate/up product, SiLU, down product (+ residual); a
+    // product whose matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
         let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
