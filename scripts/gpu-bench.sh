@@ -14,12 +14,13 @@
 #
 # Environment: SHAPES (default "gpu emulated": --gpu-kernels of each run), PROMPTS_DIR (the
 # prompt suites, scripts/fetch-prompts.sh; default data/prompts; without it the suites are
-# skipped), SUITES (default all), N (prompts per suite, default 2), MAX_TOKENS (plain suite,
-# default 64). Needs bash and python3 (standard library only) for the summary.
+# skipped), SUITES (default all), N (prompts per suite, default 2), MAX_TOKENS (tokens per
+# prompt, plain and suites, default 64). Needs bash and python3 (standard library only) for the
+# summary.
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-  sed -n '2,20p' "$0" >&2
+  sed -n '2,21p' "$0" >&2
   exit 2
 fi
 bin=$1
@@ -50,7 +51,7 @@ for shape in $shapes; do
   if [ -d "$prompts_dir" ]; then
     echo "== $shape kernels: speculative vs plain on the suites ($suites)" >&2
     "$bin" bench --model "$model" --backends gpu --gpu-kernels "$shape" --suites "$suites" \
-      --n "$n" --prompts-dir "$prompts_dir" --out "$out/suites-$shape" \
+      --n "$n" --max-tokens "$max_tokens" --prompts-dir "$prompts_dir" --out "$out/suites-$shape" \
       | tee "$out/suites-$shape.md"
   else
     echo "gpu-bench.sh: no prompt suites at $prompts_dir (PROMPTS_DIR): suites skipped" >&2
