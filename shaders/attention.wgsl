@@ -29,7 +29,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let w = scores[pr.sb + k] * inv;
         let vb = kv_at(pr, k);
         for (var d = 0u; d < HD / 4u; d++) {
-            acc[d] += w * v_cache[vb + d];
+            acc[d] += w * kv4(v_cache[vb + d]);
         }
     }
     for (var d = 0u; d < HD / 4u; d++) {

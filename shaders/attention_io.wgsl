@@ -1,5 +1,5 @@
-// What both attention kernels (attention.wgsl, attention_split_kv.wgsl) share: parameters,
-// bindings, the head dimension, the slot a visible entry lives in, and the first two passes over
+// What both attention kernels (attention.wgsl, attention_split_kv.wgsl) share (after
+// kv_f16.wgsl, the cache's f16 words): parameters, bindings, the head dimension, the slot a visible entry lives in, and the first two passes over
 // a (token, head) pair's slots, which the kernels only stride differently. Prepended to each.
 
 struct Params {
@@ -21,8 +21,8 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;          // [m, n_heads * head_dim / 4]
-@group(0) @binding(1) var<storage, read> k_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
-@group(0) @binding(2) var<storage, read> v_cache: array<vec4<f32>>;    // [capacity, kv_dim / 4]
+@group(0) @binding(1) var<storage, read> k_cache: array<vec2<u32>>;    // [capacity, kv_dim / 4]: 4 f16 each (kv_f16.wgsl)
+@group(0) @binding(2) var<storage, read> v_cache: array<vec2<u32>>;    // [capacity, kv_dim / 4]
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;     // [max_rows, n_heads, capacity]
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;  // [m, n_heads * head_dim / 4]
 @group(0) @binding(5) var<storage, read> visible: array<u32>;          // [max_rows, 1 + max_rows]: count, then block indices
@@ -78,7 +78,7 @@ fn score_slots(pr: Pair, first: u32, stride: u32) -> f32 {
         let kb = kv_at(pr, k);
         var s = 0.0;
         for (var d = 0u; d < HD / 4u; d++) {
-            s += dot(qv[d], k_cache[kb + d]);
+            s += dot(qv[d], kv4(k_cache[kb + d]));
         }
         s *= p.scale;
         scores[pr.sb + k] = s;

@@ -58,7 +58,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = vec4<f32>(0.0);
     if (g < groups) {
         for (var k = g; k < pr.n_slots; k += groups) {
-            acc += (scores[pr.sb + k] * inv) * v_cache[kv_at(pr, k) + d];
+            acc += (scores[pr.sb + k] * inv) * kv4(v_cache[kv_at(pr, k) + d]);
         }
     }
     red4[lid] = acc;

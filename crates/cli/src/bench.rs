@@ -56,6 +56,36 @@ pub struct BenchArgs {
     /// Which GPU kernels the gpu backend runs.
     #[arg(long, value_enum, default_value_t = crate::GpuKernels::Auto)]
     gpu_kernels: crate::GpuKernels,
+    /// Rows of the verification block whose per-forward host cost the gpu backend reports
+    /// (next to a decoding forward of 1 row).
+    #[arg(long, default_value_t = 8)]
+    verify_block: usize,
+    /// Forwards per size timed for the gpu backend's host cost (the median counts).
+    #[arg(long, default_value_t = 10)]
+    host_reps: usize,
+    /// Also time each dispatch of a gpu decoding forward alone (the device polled idle before
+    /// and after it, 3 runs in one submit; host clock: timestamp queries are not used yet) and
+    /// report the time per kernel.
+    #[arg(long)]
+    profile: bool,
+}
+
+/// One kernel of the gpu profile: every dispatch with the same label, summed.
+struct KernelTime {
+    label: String,
+    count: usize,
+    ms: f64,
+}
+
+/// What one forward of the gpu backend costs the host, medians over `--host-reps` forwards.
+struct HostCost {
+    rows: usize,
+    /// Dispatches the forward encoded (counted by the engine, argmax included).
+    dispatches: u64,
+    /// Writing the inputs, encoding every dispatch and submitting.
+    encode_submit_ms: f64,
+    /// From the submit to the results read back (the device's work, as the host sees it).
+    wait_ms: f64,
 }
 
 struct Row {
@@ -65,6 +95,10 @@ struct Row {
     dispatches_per_forward: Option<usize>,
     /// Milliseconds per forward of each of `--block-sizes`.
     block_ms: Vec<f64>,
+    /// The gpu backend's host cost per forward: decoding (1 row), then `--verify-block` rows.
+    host: Vec<HostCost>,
+    /// `--profile`: the gpu backend's decoding forward per kernel, most time first.
+    profile: Vec<KernelTime>,
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -107,6 +141,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail,
                         totals,
                         dispatches_per_forward: None,
+                        host: Vec::new(),
+                        profile: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -126,6 +162,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         detail: "f32 reference".into(),
                         totals,
                         dispatches_per_forward: None,
+                        host: Vec::new(),
+                        profile: Vec::new(),
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -141,12 +179,24 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
                 let d = m.dispatches_per_forward();
+                let host = host_costs(
+                    &mut m,
+                    &prompts[0],
+                    &[1, args.verify_block.max(1)],
+                    args.host_reps,
+                )?;
+                let profile = match args.profile {
+                    true => profile(&mut m, &prompts[0])?,
+                    false => Vec::new(),
+                };
                 (
                     Row {
                         backend: "gpu".into(),
                         detail: format!("{}, {} kernels", ctx.adapter_info, ctx.shape.name()),
                         totals,
                         dispatches_per_forward: Some(d),
+                        host,
+                        profile,
                         block_ms: block_times(
                             &mut m,
                             &prompts[0],
@@ -234,6 +284,50 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             writeln!(md, "| {} | {} |", r.backend, cells.join(" | "))?;
         }
     }
+    if rows.iter().any(|r| !r.host.is_empty()) {
+        writeln!(
+            md,
+            "\nHost cost of one gpu forward after the first prompt (argmax read back, median of \
+             {}): encoding and submitting, then waiting for the device:\n",
+            args.host_reps.max(1)
+        )?;
+        writeln!(
+            md,
+            "| backend | rows | dispatches | encode+submit ms | wait ms |"
+        )?;
+        writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
+        for r in &rows {
+            for h in &r.host {
+                writeln!(
+                    md,
+                    "| {} | {} | {} | {:.3} | {:.1} |",
+                    r.backend, h.rows, h.dispatches, h.encode_submit_ms, h.wait_ms
+                )?;
+            }
+        }
+    }
+    for r in rows.iter().filter(|r| !r.profile.is_empty()) {
+        let total: f64 = r.profile.iter().map(|k| k.ms).sum();
+        writeln!(
+            md,
+            "\nOne decoding forward of the {} backend by kernel, each dispatch timed alone \
+             (host clock, device idle before and after; {total:.2} ms in all):\n",
+            r.backend
+        )?;
+        writeln!(md, "| kernel | dispatches | ms each | ms total | share |")?;
+        writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
+        for k in &r.profile {
+            writeln!(
+                md,
+                "| {} | {} | {:.3} | {:.2} | {:.1}% |",
+                k.label,
+                k.count,
+                k.ms / k.count as f64,
+                k.ms,
+                100.0 * k.ms / total.max(1e-12)
+            )?;
+        }
+    }
     print!("{md}");
     if let Some(path) = &args.json {
         let v = json!({
@@ -248,6 +342,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
                 "block_sizes": args.block_sizes, "block_ms": r.block_ms,
+                "profile": r.profile.iter().map(|k| json!({
+                    "kernel": k.label, "dispatches": k.count, "ms": k.ms,
+                })).collect::<Vec<_>>(),
+                "host_cost": r.host.iter().map(|h| json!({
+                    "rows": h.rows, "dispatches": h.dispatches,
+                    "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
+                })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
@@ -282,6 +383,70 @@ fn block_times<M: LanguageModel>(
         }
         out.push(best);
     }
+    Ok(out)
+}
+
+/// The host cost of one forward of a causal block of each size in `sizes` after `prompt` is
+/// in the cache (argmax read back, as decoding and greedy verification do), from the engine's
+/// own counters; the cache is truncated back after each forward.
+fn host_costs(
+    m: &mut GpuModel,
+    prompt: &[u32],
+    sizes: &[usize],
+    reps: usize,
+) -> Result<Vec<HostCost>> {
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut out = Vec::new();
+    for &size in sizes {
+        let block: Vec<u32> = prompt.iter().copied().cycle().take(size).collect();
+        let (mut encode, mut wait, mut dispatches) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..reps.max(1) {
+            let before = m.stats();
+            pollster::block_on(m.forward_argmax(&Batch::causal(&block, base)))?;
+            let after = m.stats();
+            m.truncate(base);
+            encode.push((after.encode_submit_nanos - before.encode_submit_nanos) as f64 / 1e6);
+            wait.push((after.wait_nanos - before.wait_nanos) as f64 / 1e6);
+            dispatches = after.dispatches - before.dispatches;
+        }
+        out.push(HostCost {
+            rows: size,
+            dispatches,
+            encode_submit_ms: median(encode),
+            wait_ms: median(wait),
+        });
+    }
+    Ok(out)
+}
+
+/// Each dispatch of a decoding forward (one token behind `prompt`) timed alone, summed per
+/// label, most time first.
+fn profile(m: &mut GpuModel, prompt: &[u32]) -> Result<Vec<KernelTime>> {
+    m.truncate(0);
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    let base = m.cache_len();
+    let times = m.profile(&Batch::causal(&prompt[..1], base), 3)?;
+    let mut out: Vec<KernelTime> = Vec::new();
+    for t in times {
+        match out.iter_mut().find(|k| k.label == t.label) {
+            Some(k) => {
+                k.count += 1;
+                k.ms += t.seconds * 1e3;
+            }
+            None => out.push(KernelTime {
+                label: t.label,
+                count: 1,
+                ms: t.seconds * 1e3,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     Ok(out)
 }
 

@@ -12,11 +12,10 @@ pub enum Op {
     Matmul,
     Embed,
     RmsNorm,
-    Rope,
-    KvStore,
+    /// q/k/v biases, RoPE, q out and k/v into the f16 cache (`qkv_rope_store.wgsl`).
+    QkvRopeStore,
     Attention,
     SiluMul,
-    AddBias,
     Argmax,
     TopK,
 }
@@ -57,8 +56,7 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
         ),
         Op::Embed => ("", include_str!("../../../shaders/embed.wgsl")),
         Op::RmsNorm => ("", include_str!("../../../shaders/rms_norm.wgsl")),
-        Op::Rope => ("", include_str!("../../../shaders/rope.wgsl")),
-        Op::KvStore => ("", include_str!("../../../shaders/kv_store.wgsl")),
+        Op::QkvRopeStore => ("", include_str!("../../../shaders/qkv_rope_store.wgsl")),
         Op::Attention => (
             ATTENTION_IO,
             match shape.attention {
@@ -69,12 +67,15 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
             },
         ),
         Op::SiluMul => ("", include_str!("../../../shaders/silu_mul.wgsl")),
-        Op::AddBias => ("", include_str!("../../../shaders/add_bias.wgsl")),
         Op::Argmax => ("", include_str!("../../../shaders/argmax.wgsl")),
         Op::TopK => ("", include_str!("../../../shaders/top_k.wgsl")),
     };
     let decoder = match format.and_then(format_source) {
         Some(f) => format!("{COMMON}\n{f}\n"),
+        // The KV cache's f16 words.
+        None if matches!(op, Op::QkvRopeStore | Op::Attention) => {
+            format!("{}\n", include_str!("../../../shaders/kv_f16.wgsl"))
+        }
         None => String::new(),
     };
     format!("{decoder}{io}\n{body}")
@@ -316,11 +317,9 @@ mod tests {
         ];
         let mut cases: Vec<(Op, Option<GgmlType>)> = [
             Op::RmsNorm,
-            Op::Rope,
-            Op::KvStore,
+            Op::QkvRopeStore,
             Op::Attention,
             Op::SiluMul,
-            Op::AddBias,
             Op::Argmax,
             Op::TopK,
         ]

@@ -7,6 +7,7 @@
 //! are bit-identical whether it is computed alone or in a block (batch invariance), which is
 //! what lets greedy speculative decoding equal plain decoding exactly.
 
+mod clock;
 mod context;
 mod error;
 pub mod kernels;

@@ -6,6 +6,7 @@ mod build;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod profile;
+mod upload;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;
@@ -17,6 +18,7 @@ use std::cell::Cell;
 use runahead_gguf::GgufFile;
 use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits};
 
+use crate::clock::Clock;
 use crate::GpuContext;
 use crate::{kernels, readback};
 
@@ -108,7 +110,7 @@ struct StepBuffers {
     top_k_read: wgpu::Buffer,
 }
 
-/// Per-layer KV cache buffers, `[capacity, kv_dim]` f32 each.
+/// Per-layer KV cache buffers, `[capacity, kv_dim]` f16 each, two to a word.
 struct KvBuffers {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
@@ -122,6 +124,22 @@ pub struct GpuStats {
     pub forwards: u64,
     pub dispatches: u64,
     pub submits: u64,
+    /// Host time spent writing the step's inputs, encoding the dispatches and submitting
+    /// (natively; zero on wasm32, see `clock.rs`).
+    pub encode_submit_nanos: u64,
+    /// Host time from the submit until the results were read back: the device's work, as the
+    /// host waits for it.
+    pub wait_nanos: u64,
+    /// Inputs written through `Queue::write_buffer` (a staging buffer each) because the reused
+    /// upload buffer was still in flight; zero in the steady state natively.
+    pub staging_writes: u64,
+}
+
+/// Host-side scratch reused by every forward.
+#[derive(Default)]
+struct HostScratch {
+    positions: Vec<u32>,
+    visible: Vec<u32>,
 }
 
 /// A model on the GPU.
@@ -136,6 +154,8 @@ pub struct GpuModel {
     /// Appended to `dispatches` when only each row's largest logits are read back.
     top_k_dispatch: Dispatch,
     io: StepBuffers,
+    upload: upload::Upload,
+    host: HostScratch,
     kv: KvBuffers,
     /// Device memory by kind, as planned (and checked) before the first buffer was created.
     memory: MemoryPlan,
@@ -171,38 +191,52 @@ impl GpuModel {
         self.dispatches.len()
     }
 
-    /// Writes the block's step uniform (`k`: entries per row for the top-k kernel), tokens,
-    /// positions and visibility lists.
-    fn write_step(&self, batch: &Batch, k: usize) {
+    /// Records the block's step uniform (`k`: entries per row for the top-k kernel), tokens,
+    /// positions and visibility lists at the head of `encoder` (see `upload.rs`).
+    fn write_step(&mut self, encoder: &mut wgpu::CommandEncoder, batch: &Batch, k: usize) {
         let m = batch.len();
-        let q = &self.ctx.queue;
-        q.write_buffer(
-            &self.io.step,
-            0,
-            bytemuck::cast_slice(&[m as u32, self.cache_len as u32, k as u32, 0]),
-        );
-        q.write_buffer(&self.io.tokens, 0, bytemuck::cast_slice(&batch.tokens));
-        let positions: Vec<u32> = batch.positions.iter().map(|&p| p as u32).collect();
-        q.write_buffer(&self.io.positions, 0, bytemuck::cast_slice(&positions));
+        let positions = &mut self.host.positions;
+        positions.clear();
+        positions.extend(batch.positions.iter().map(|&p| p as u32));
         let visible = batch.visibility();
-        let mut lists = vec![0u32; m * (1 + MAX_ROWS)];
-        for i in 0..m {
-            let row = &mut lists[i * (1 + MAX_ROWS)..(i + 1) * (1 + MAX_ROWS)];
-            let seen: Vec<u32> = (0..m)
-                .filter(|&j| visible[i * m + j])
-                .map(|j| j as u32)
-                .collect();
-            row[0] = seen.len() as u32;
-            row[1..1 + seen.len()].copy_from_slice(&seen);
+        let lists = &mut self.host.visible;
+        lists.clear();
+        lists.resize(m * (1 + MAX_ROWS), 0);
+        for (i, row) in lists.chunks_mut(1 + MAX_ROWS).enumerate() {
+            let mut seen = 0;
+            for j in (0..m).filter(|&j| visible[i * m + j]) {
+                seen += 1;
+                row[seen] = j as u32;
+            }
+            row[0] = seen as u32;
         }
-        q.write_buffer(&self.io.visible, 0, bytemuck::cast_slice(&lists));
+        let fell_back = self.upload.write(
+            &self.ctx.queue,
+            encoder,
+            upload::InputBuffers {
+                step: &self.io.step,
+                tokens: &self.io.tokens,
+                positions: &self.io.positions,
+                visible: &self.io.visible,
+            },
+            upload::Inputs {
+                step: [m as u32, self.cache_len as u32, k as u32, 0],
+                tokens: &batch.tokens,
+                positions: &self.host.positions,
+                visible: &self.host.visible,
+            },
+        );
+        if fell_back {
+            let mut s = self.stats.get();
+            s.staging_writes += 4;
+            self.stats.set(s);
+        }
     }
 
     /// Runs a block and returns the bytes of what `want` reads back: `[m, vocab]` f32 logits,
     /// `[m]` u32 argmax, or `[m, TOP_K_ROW_WORDS]` u32 words of the top-k kernel.
     async fn run(&mut self, batch: &Batch, want: Want) -> Result<Vec<u8>> {
-        let c = &self.config;
-        batch.validate(c.vocab_size, self.cache_len, self.capacity)?;
+        batch.validate(self.config.vocab_size, self.cache_len, self.capacity)?;
         self.ctx.check()?;
         if batch.len() > MAX_ROWS {
             return Err(ModelError::InvalidBatch(format!(
@@ -214,7 +248,9 @@ impl GpuModel {
             Want::TopK(k) => k,
             _ => 0,
         };
-        self.write_step(batch, k);
+        let host = Clock::start();
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        self.write_step(&mut encoder, batch, k);
         let q = &self.ctx.queue;
 
         let last = match want {
@@ -222,14 +258,13 @@ impl GpuModel {
             Want::Argmax => Some(&self.argmax_dispatch),
             Want::TopK(_) => Some(&self.top_k_dispatch),
         };
-        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             for d in self.dispatches.iter().chain(last) {
                 d.encode(&mut pass, m);
             }
         }
-        let vocab = c.vocab_size;
+        let vocab = self.config.vocab_size;
         let (src, dst, words) = match want {
             Want::Logits => (&self.io.logits, &self.io.logits_read, m * vocab),
             Want::Argmax => (&self.io.argmax, &self.io.argmax_read, m),
@@ -237,13 +272,17 @@ impl GpuModel {
         };
         encoder.copy_buffer_to_buffer(src, 0, dst, 0, (words * 4) as u64);
         q.submit([encoder.finish()]);
+        let encode_submit = host.nanos();
+        let wait = Clock::start();
+        let out = readback::read_bytes(&self.ctx, dst, (words * 4) as u64).await;
         let mut s = self.stats.get();
         s.forwards += 1;
         s.submits += 1;
         s.dispatches += (self.dispatches.len() + last.is_some() as usize) as u64;
+        s.encode_submit_nanos += encode_submit;
+        s.wait_nanos += wait.nanos();
         self.stats.set(s);
-
-        let out = readback::read_bytes(&self.ctx, dst, (words * 4) as u64).await?;
+        let out = out?;
         self.cache_len += m;
         Ok(out)
     }
@@ -339,7 +378,8 @@ impl LanguageModel for GpuModel {
                 "cannot keep {keep:?} after slot {base} of a cache of {len}"
             )));
         }
-        let row = (self.config.kv_dim() * 4) as u64;
+        // f16, two to a word (shaders/kv_f16.wgsl).
+        let row = (self.config.kv_dim() * 2) as u64;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         // Through a scratch buffer: a kept row may be read after another kept row overwrote
         // its slot if copied in place.

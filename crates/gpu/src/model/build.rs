@@ -155,12 +155,25 @@ impl Builder<'_> {
         y_stride: usize,
         accumulate: bool,
     ) {
+        self.matmul_at(w, x, y, y_stride, 0, accumulate);
+    }
+
+    /// y[:, col0..col0 + rows] (+)= W x, one dispatch per piece of W.
+    fn matmul_at(
+        &mut self,
+        w: &GpuMatrix,
+        x: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        y_stride: usize,
+        col0: usize,
+        accumulate: bool,
+    ) {
         for piece in &w.pieces {
             let p = [
                 w.cols as u32,
                 piece.rows as u32,
                 w.row_bytes as u32,
-                piece.row_start as u32,
+                (col0 + piece.row_start) as u32,
                 y_stride as u32,
                 accumulate as u32,
             ];
@@ -181,13 +194,13 @@ impl Builder<'_> {
     }
 }
 
-fn matrix(
-    ctx: &GpuContext,
-    file: &GgufFile,
+/// The tensor `name`, checked to be a `rows x cols` matrix.
+fn matrix_info<'f>(
+    file: &'f GgufFile,
     name: &str,
     rows: usize,
     cols: usize,
-) -> Result<GpuMatrix> {
+) -> Result<&'f runahead_gguf::TensorInfo> {
     let info = file.tensor_info(name)?;
     if info.shape != [cols as u64, rows as u64] {
         return Err(ModelError::TensorShape {
@@ -196,6 +209,56 @@ fn matrix(
             found: info.shape.clone(),
         });
     }
+    Ok(info)
+}
+
+/// Matrices `parts` (name, rows), each `cols` wide, whose products a layer writes side by side
+/// into one output row: each run of neighbours that share a block format stacked by rows into
+/// one matrix (one dispatch), with the first output column of each. Each output value is its
+/// row's product either way (the kernels reduce every row alone).
+fn stacked(
+    ctx: &GpuContext,
+    file: &GgufFile,
+    parts: &[(String, usize)],
+    cols: usize,
+) -> Result<Vec<(GpuMatrix, usize)>> {
+    let infos = parts
+        .iter()
+        .map(|(name, rows)| matrix_info(file, name, *rows, cols))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = Vec::new();
+    let (mut first, mut col0) = (0, 0);
+    while first < parts.len() {
+        let ty = infos[first].ty;
+        let end = (first..parts.len())
+            .find(|&i| infos[i].ty != ty)
+            .unwrap_or(parts.len());
+        let rows: usize = parts[first..end].iter().map(|(_, r)| r).sum();
+        let w = match end - first {
+            1 => matrix(ctx, file, &parts[first].0, rows, cols)?,
+            _ => {
+                let bytes: Vec<u8> = infos[first..end]
+                    .iter()
+                    .flat_map(|i| file.tensor_bytes(i).iter().copied())
+                    .collect();
+                GpuMatrix::upload(ctx, &parts[first].0, ty, &bytes, rows, cols)?
+            }
+        };
+        out.push((w, col0));
+        col0 += rows;
+        first = end;
+    }
+    Ok(out)
+}
+
+fn matrix(
+    ctx: &GpuContext,
+    file: &GgufFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<GpuMatrix> {
+    let info = matrix_info(file, name, rows, cols)?;
     Ok(GpuMatrix::upload(
         ctx,
         name,
@@ -262,11 +325,10 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     let x = b.storage("x", size.width)?;
     let h = b.storage("h", size.width)?;
     let q = b.storage("q", size.width)?;
-    let k = b.storage("k", size.kv_rows)?;
-    let v = b.storage("v", size.kv_rows)?;
+    let qkv = b.storage("qkv", size.qkv)?;
     let attn = b.storage("attn", size.width)?;
-    let gate = b.storage("gate", size.ffn)?;
-    let up = b.storage("up", size.ffn)?;
+    let gate_up = b.storage("gate_up", size.gate_up)?;
+    let act = b.storage("ffn_act", size.ffn)?;
     let scores = b.storage("scores", size.scores)?;
     let read = U::MAP_READ | U::COPY_DST;
     let io = StepBuffers {
@@ -311,57 +373,48 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
 
     let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
-    let rope_pairs = c.rope_dim / 2;
+    let qkv_width = d + 2 * kv_dim;
+    // Nine dispatches a layer: norm, q/k/v product, biases + RoPE + cache store, attention,
+    // output product (+ residual), norm, gate/up product, SiLU, down product (+ residual); a
+    // product whose matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
         let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
         b.rms_norm(&x, &attn_norm, &h, d, c.rms_eps);
-        let wq = matrix(ctx, file, &name("attn_q.weight"), d, d)?;
-        let wk = matrix(ctx, file, &name("attn_k.weight"), kv_dim, d)?;
-        let wv = matrix(ctx, file, &name("attn_v.weight"), kv_dim, d)?;
-        b.matmul(&wq, &h, &q, d, false);
-        b.matmul(&wk, &h, &k, kv_dim, false);
-        b.matmul(&wv, &h, &v, kv_dim, false);
-        if c.qkv_bias {
-            for (bias, buf, n) in [
-                ("attn_q.bias", &q, d),
-                ("attn_k.bias", &k, kv_dim),
-                ("attn_v.bias", &v, kv_dim),
-            ] {
-                let bias = b.f32_storage(bias, &vector(file, &name(bias), n)?);
-                b.push(
-                    Op::AddBias,
-                    None,
-                    &[buf, &bias],
-                    &[n as u32],
-                    Grid::Elements { per_token: n },
-                );
+        let qkv_parts = [
+            (name("attn_q.weight"), d),
+            (name("attn_k.weight"), kv_dim),
+            (name("attn_v.weight"), kv_dim),
+        ];
+        for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
+            b.matmul_at(&w, &h, &qkv, qkv_width, col0, false);
+        }
+        let bias = match c.qkv_bias {
+            true => {
+                let mut all = vector(file, &name("attn_q.bias"), d)?;
+                all.extend(vector(file, &name("attn_k.bias"), kv_dim)?);
+                all.extend(vector(file, &name("attn_v.bias"), kv_dim)?);
+                b.f32_storage("attn_qkv.bias", &all)
             }
-        }
-        for (buf, heads) in [(&q, c.n_heads), (&k, c.n_kv_heads)] {
-            let p = [
-                heads as u32,
-                c.head_dim as u32,
-                c.rope_dim as u32,
-                neox,
-                theta_scale,
-            ];
-            b.push(
-                Op::Rope,
-                None,
-                &[buf, &io.positions],
-                &p,
-                Grid::Elements {
-                    per_token: heads * rope_pairs,
-                },
-            );
-        }
+            false => b.f32_storage("no_bias", &[0.0]),
+        };
+        let p = [
+            c.n_heads as u32,
+            c.n_kv_heads as u32,
+            c.head_dim as u32,
+            c.rope_dim as u32,
+            neox,
+            theta_scale,
+            c.qkv_bias as u32,
+        ];
         b.push(
-            Op::KvStore,
+            Op::QkvRopeStore,
             None,
-            &[&k, &v, &kv.k[l], &kv.v[l]],
-            &[kv_dim as u32],
-            Grid::Elements { per_token: kv_dim },
+            &[&qkv, &bias, &io.positions, &q, &kv.k[l], &kv.v[l]],
+            &p,
+            Grid::Elements {
+                per_token: qkv_width / 2,
+            },
         );
         let p = [
             c.n_heads as u32,
@@ -386,19 +439,19 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
 
         let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
         b.rms_norm(&x, &ffn_norm, &h, d, c.rms_eps);
-        let w_gate = matrix(ctx, file, &name("ffn_gate.weight"), ff, d)?;
-        let w_up = matrix(ctx, file, &name("ffn_up.weight"), ff, d)?;
-        let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
-        b.matmul(&w_gate, &h, &gate, ff, false);
-        b.matmul(&w_up, &h, &up, ff, false);
+        let gate_up_parts = [(name("ffn_gate.weight"), ff), (name("ffn_up.weight"), ff)];
+        for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
+            b.matmul_at(&w, &h, &gate_up, 2 * ff, col0, false);
+        }
         b.push(
             Op::SiluMul,
             None,
-            &[&gate, &up],
+            &[&gate_up, &act],
             &[ff as u32],
             Grid::Elements { per_token: ff },
         );
-        b.matmul(&w_down, &gate, &x, d, true);
+        let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
+        b.matmul(&w_down, &act, &x, d, true);
     }
 
     let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
@@ -433,6 +486,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         argmax_dispatch,
         top_k_dispatch,
         io,
+        upload: super::upload::Upload::new(&ctx.device),
+        host: Default::default(),
         kv,
         memory,
         stats: Cell::new(Default::default()),

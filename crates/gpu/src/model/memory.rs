@@ -12,15 +12,19 @@ use crate::{GpuContext, GpuError};
 pub(super) struct BufferSizes {
     /// `[MAX_ROWS, n_embd]`: x, h, q, attn.
     pub width: u64,
-    /// `[MAX_ROWS, kv_dim]`: k, v and the compaction scratch.
+    /// `[MAX_ROWS, kv_dim]`: the compaction scratch.
     pub kv_rows: u64,
-    /// `[MAX_ROWS, n_ff]`: gate, up.
+    /// `[MAX_ROWS, n_embd + 2 kv_dim]`: the q/k/v product.
+    pub qkv: u64,
+    /// `[MAX_ROWS, n_ff]`: the gated activation.
     pub ffn: u64,
+    /// `[MAX_ROWS, 2 n_ff]`: the gate/up product.
+    pub gate_up: u64,
     /// `[MAX_ROWS, n_heads, capacity]`: attention scores.
     pub scores: u64,
     /// `[MAX_ROWS, vocab]`: logits on the device and their readback copy.
     pub logits: u64,
-    /// `[capacity, kv_dim]`: one layer's keys (or values).
+    /// `[capacity, kv_dim]` f16: one layer's keys (or values).
     pub kv_cache_layer: u64,
     /// `[MAX_ROWS, 1 + MAX_ROWS]`: each row's visible block indices.
     pub visible: u64,
@@ -68,10 +72,18 @@ impl BufferSizes {
         Ok(BufferSizes {
             width: words("activation width", r, c.n_embd, 1)?,
             kv_rows: words("KV width", r, c.kv_dim(), 1)?,
+            qkv: words(
+                "q/k/v width",
+                r,
+                c.n_embd.saturating_add(c.kv_dim().saturating_mul(2)),
+                1,
+            )?,
             ffn: words("feed-forward width", r, c.n_ff, 1)?,
+            gate_up: words("gate/up width", r, c.n_ff.saturating_mul(2), 1)?,
             scores: words("attention scores", r, c.n_heads, capacity)?,
             logits: words("logits", r, c.vocab_size, 1)?,
-            kv_cache_layer: words("KV cache", capacity, c.kv_dim(), 1)?,
+            // f16, two to a word (kv_dim is a multiple of 4).
+            kv_cache_layer: words("KV cache", capacity, c.kv_dim() / 2, 1)?,
             visible: words("visibility lists", r, 1 + r, 1)?,
             top_k: words("top-k output", r, TOP_K_ROW_WORDS, 1)?,
             per_row: words("row inputs", r, 1, 1)?,
@@ -79,11 +91,13 @@ impl BufferSizes {
     }
 
     /// The storage buffers whose size depends on the model: one binding must hold each.
-    fn bindings(&self) -> [u64; 7] {
+    fn bindings(&self) -> [u64; 9] {
         [
             self.width,
             self.kv_rows,
+            self.qkv,
             self.ffn,
+            self.gate_up,
             self.scores,
             self.logits,
             self.kv_cache_layer,
@@ -141,13 +155,16 @@ impl BufferSizes {
             "activations",
             &[
                 (4, self.width),
-                (3, self.kv_rows),
-                (2, self.ffn),
+                (1, self.qkv),
+                (1, self.kv_rows),
+                (1, self.ffn),
+                (1, self.gate_up),
                 (1, self.scores),
                 (2, self.logits),
                 (1, self.visible),
                 (2, self.top_k),
                 (5, self.per_row),
+                (1, super::upload::UPLOAD_BYTES),
             ],
         )?;
         // Vectors are uploaded as f32 whatever their stored type.

@@ -27,7 +27,9 @@ impl GpuModel {
                 "a block holds at most {MAX_ROWS} tokens"
             )));
         }
-        self.write_step(batch, 0);
+        let mut inputs = self.ctx.device.create_command_encoder(&Default::default());
+        self.write_step(&mut inputs, batch, 0);
+        self.ctx.queue.submit([inputs.finish()]);
         let m = batch.len();
         let wait = |ctx: &crate::GpuContext| {
             ctx.device

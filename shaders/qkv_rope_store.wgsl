@@ -1,0 +1,109 @@
+// The attention's inputs from the one q/k/v product of a layer, in one dispatch: each row of
+// `qkv` is [q | k | v] ((n_heads + 2 n_kv_heads) * head_dim values); its biases are added
+// (Qwen2), RoPE turns q and k, q goes to `q` and k, v are appended to the layer's f16 cache at
+// slots base..base+m (prepended with kv_f16.wgsl). One invocation per pair of adjacent values
+// (a cache word); a value whose RoPE partner another invocation holds is computed again from
+// the product, with the same operations in the same order as separate bias, RoPE and store
+// kernels would apply them, so every value depends only on its own token's row.
+
+struct Params {
+    n_heads: u32,
+    n_kv_heads: u32,
+    head_dim: u32,
+    rope_dim: u32,    // leading values of each head that RoPE turns (even, <= head_dim)
+    neox: u32,        // 1: pairs (i, i + rope_dim/2); 0: adjacent pairs (2i, 2i + 1)
+    theta_scale: f32,
+    has_bias: u32,    // 1: add bias[e] to value e of every row first
+    _pad0: u32,
+}
+
+struct Step {
+    m: u32,
+    base: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;              // [m, width]
+@group(0) @binding(1) var<storage, read> bias: array<f32>;             // [width] (or unused)
+@group(0) @binding(2) var<storage, read> positions: array<u32>;        // [m]
+@group(0) @binding(3) var<storage, read_write> q: array<f32>;          // [m, n_heads * head_dim]
+@group(0) @binding(4) var<storage, read_write> k_cache: array<u32>;    // [capacity, kv_dim / 2]
+@group(0) @binding(5) var<storage, read_write> v_cache: array<u32>;    // [capacity, kv_dim / 2]
+@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<uniform> step: Step;
+
+fn width() -> u32 {
+    return (p.n_heads + 2u * p.n_kv_heads) * p.head_dim;
+}
+
+// Value e of token t's row, bias added.
+fn raw(t: u32, e: u32) -> f32 {
+    let x = qkv[t * width() + e];
+    if (p.has_bias == 1u) {
+        return x + bias[e];
+    }
+    return x;
+}
+
+// Value e of token t's row (in the q or k section starting at `start`) after RoPE.
+fn roped(t: u32, start: u32, e: u32) -> f32 {
+    let j = e - start;
+    let i = j % p.head_dim;
+    if (i >= p.rope_dim) {
+        return raw(t, e);
+    }
+    let head = e - i;
+    let pairs = p.rope_dim / 2u;
+    var pair = i / 2u;
+    var a = head + 2u * pair;
+    var b = a + 1u;
+    var second = (i & 1u) == 1u;
+    if (p.neox == 1u) {
+        pair = i % pairs;
+        a = head + pair;
+        b = a + pairs;
+        second = i >= pairs;
+    }
+    // The angle of pair i at position pos is pos * theta_scale^i, built by repeated
+    // multiplication as the CPU reference (and llama.cpp) build it.
+    var theta = f32(positions[t]);
+    for (var k = 0u; k < pair; k++) {
+        theta *= p.theta_scale;
+    }
+    // WGSL only bounds cos/sin error on [-pi, pi]: reduce first, subtracting k * 2pi in two
+    // parts (6.28125 has 8 significant bits, so k * 6.28125 is exact for every position).
+    let k = round(theta * 0.15915494309189535);
+    let r = (theta - k * 6.28125) - k * 0.0019353071795864769;
+    let c = cos(r);
+    let s = sin(r);
+    let x0 = raw(t, a);
+    let x1 = raw(t, b);
+    if (second) {
+        return x0 * s + x1 * c;
+    }
+    return x0 * c - x1 * s;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let words = width() / 2u;
+    let t = gid.x / words;
+    if (t >= step.m) {
+        return;
+    }
+    let e = 2u * (gid.x % words);
+    let dq = p.n_heads * p.head_dim;
+    let dkv = p.n_kv_heads * p.head_dim;
+    if (e < dq) {
+        q[t * dq + e] = roped(t, 0u, e);
+        q[t * dq + e + 1u] = roped(t, 0u, e + 1u);
+        return;
+    }
+    let row = (step.base + t) * (dkv / 2u);
+    if (e < dq + dkv) {
+        k_cache[row + (e - dq) / 2u] = f16_bits(roped(t, dq, e)) | (f16_bits(roped(t, dq, e + 1u)) << 16u);
+        return;
+    }
+    v_cache[row + (e - dq - dkv) / 2u] = f16_bits(raw(t, e)) | (f16_bits(raw(t, e + 1u)) << 16u);
+}
