@@ -70,8 +70,9 @@ export interface LoadOptions {
   /** Keep a model loaded from a URL in the model cache, and read it from there (default true). */
   cache?: boolean;
   /**
-   * The file's SHA-256 (hex), a name for this version of the file in the model cache: a cached
-   * copy stored under another sha256 is not used. Not checked against the bytes.
+   * The file's SHA-256 (hex): the bytes are checked against it as they arrive (a mismatch fails
+   * a download with code `fetch`, and falls back to the network from the cache), and it names
+   * this version of the file in the model cache.
    */
   sha256?: string;
   onProgress?: (progress: LoadProgress) => void;

@@ -5,6 +5,7 @@
 import { ModelBytes } from './wasm/runahead.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { cacheable, describe, entry, metaOf, openModelCache, sameFile } from './cache.js';
+import { Sha256 } from './sha256.js';
 
 // Chunks are read into one reused buffer of this size (where the stream is a byte stream, as
 // fetch bodies and Blob streams are) and copied from it into WebAssembly memory.
@@ -15,8 +16,10 @@ const CHUNK_BYTES = 1 << 20;
 // read fills the same buffer, so the page holds the model once plus one chunk: a default reader
 // would hand out a new buffer per chunk, garbage that piles up faster than it is collected.
 // Fails (and frees what it wrote) when the stream ends before `total` bytes. With `copy` (a
-// CacheCopy), every chunk is also written to the cache, waiting for the cache to keep up.
-async function readStream(stream, total, onProgress, signal, copy) {
+// CacheCopy), every chunk is also written to the cache, waiting for the cache to keep up. With
+// `sha256` (hex), the bytes must hash to it.
+async function readStream(stream, total, onProgress, signal, { copy, sha256 } = {}) {
+  const hash = sha256 ? new Sha256() : null;
   let reader;
   let buffer = null;
   try {
@@ -47,6 +50,7 @@ async function readStream(stream, total, onProgress, signal, copy) {
       if (total === undefined) bytes.push(value);
       else bytes.write(loaded, value);
       loaded += value.byteLength;
+      hash?.update(value);
       await copy?.write(value);
       // The read transferred the buffer into `value`: take it back for the next read.
       if (buffer) buffer = value.buffer;
@@ -54,6 +58,10 @@ async function readStream(stream, total, onProgress, signal, copy) {
     }
     if (total !== undefined && loaded !== total) {
       throw new RunaheadError('fetch', `the model ended after ${loaded} of its ${total} bytes`);
+    }
+    const digest = hash?.hex();
+    if (hash && digest !== sha256.toLowerCase()) {
+      throw new RunaheadError('fetch', `the model's sha256 is ${digest}, not the expected ${sha256}`);
     }
   } catch (e) {
     bytes.free();
@@ -126,6 +134,7 @@ export async function readModel(source, options = {}) {
       source.size,
       phase(options.onProgress, 'download'),
       signal,
+      { sha256: options.sha256 },
     );
     return { bytes, from: 'file' };
   }
@@ -174,7 +183,7 @@ async function readCached(cache, url, { sha256, signal, onEvent, onProgress }) {
   }
   if (!usable) return null;
   try {
-    const bytes = await readStream(stored.body, meta.size, phase(onProgress, 'cache'), signal);
+    const bytes = await readStream(stored.body, meta.size, phase(onProgress, 'cache'), signal, { sha256 });
     onEvent?.({ type: 'cache_hit', url, size: meta.size });
     return { bytes, from: 'cache' };
   } catch (e) {
@@ -215,7 +224,10 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
     }
     let bytes;
     try {
-      bytes = await readStream(response.body, meta.size, phase(onProgress, 'download'), stop.signal, copy);
+      bytes = await readStream(response.body, meta.size, phase(onProgress, 'download'), stop.signal, {
+        copy,
+        sha256,
+      });
     } catch (e) {
       stop.abort();
       copy?.abort(e);

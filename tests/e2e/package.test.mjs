@@ -236,3 +236,44 @@ test('without WebGPU, no_webgpu comes before any request for the model', async (
     await bare.close();
   }
 });
+
+test('a given sha256 is checked as the bytes arrive, and names the cached copy', { timeout: 2 * SLOW }, async () => {
+  const { createHash } = await import('node:crypto');
+  const { readFile } = await import('node:fs/promises');
+  const sha256 = createHash('sha256').update(await readFile(join(root, MODEL))).digest('hex');
+  await page.reload();
+  const wrong = await page.evaluate(async (url) => {
+    const { Runahead } = await import('/pkg/index.js');
+    try {
+      await Runahead.load(url, { context: 64, sha256: '0'.repeat(64) });
+      return 'loaded';
+    } catch (e) {
+      return `${e.code}: ${e.message}`;
+    }
+  }, MODEL);
+  assert.match(wrong, /^fetch: the model's sha256 is [0-9a-f]{64}, not the expected 0{64}$/);
+  assert.ok(wrong.includes(sha256), wrong);
+
+  // The entry stored without a sha256 does not answer for one: downloaded, stored with it...
+  let loaded = await load(page, { sha256 });
+  assert.equal(loaded.from, 'network');
+  let listed = await page.evaluate(async () => (await import('/pkg/index.js')).Runahead.cache.list());
+  assert.deepEqual(listed.map((m) => m.sha256), [sha256]);
+  // ...and read from the cache, checked, on the next visit.
+  await page.reload();
+  const before = server.bytesSent(MODEL);
+  loaded = await load(page, { sha256 });
+  assert.equal(loaded.from, 'cache');
+  assert.equal(server.bytesSent(MODEL) - before, 0);
+  assert.equal((await generate(1)).tokens[0], (await reference).tokens[0]);
+
+  // Runahead.cache.delete and clear empty it.
+  listed = await page.evaluate(async (url) => {
+    const { Runahead } = await import('/pkg/index.js');
+    const deleted = await Runahead.cache.delete(url);
+    const again = await Runahead.cache.delete(url);
+    await Runahead.cache.clear();
+    return { deleted, again, left: (await Runahead.cache.list()).length };
+  }, MODEL);
+  assert.deepEqual(listed, { deleted: true, again: false, left: 0 });
+});
