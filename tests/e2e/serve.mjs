@@ -23,7 +23,8 @@ const TYPES = {
 };
 
 /**
- * Serves `dir` (default: the repository) on 127.0.0.1; resolves to `{ base, server }` once it
+ * Serves `dir` (default: the repository) on 127.0.0.1, and `/models/` from the repository's
+ * models/ whatever `dir` is; resolves to `{ base, server }` once it
  * listens. `server.bytesSent(path)` is the body bytes sent for a URL path so far, and
  * `server.requests(path)` the requests for it (`[method, ...]`); `server.kill()` stops it.
  * Sends Content-Length and Last-Modified (what the model cache keys on), answers HEAD.
@@ -34,8 +35,9 @@ export function serve(dir = root) {
   const server = createServer(async (req, res) => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     requests.set(path, [...(requests.get(path) ?? []), req.method]);
-    let file = resolve(dir, `.${path}`);
-    if (file !== dir && !file.startsWith(dir + sep)) {
+    const base = path.startsWith('/models/') ? root : dir;
+    let file = resolve(base, `.${path}`);
+    if (file !== base && !file.startsWith(base + sep)) {
       res.writeHead(403).end();
       return;
     }

@@ -1,5 +1,6 @@
 // A chat box on the packed `runahead` package: every call of its API, type-checked by
-// `tsc --noEmit` and bundled by `vite build` (scripts/test.sh e2e).
+// `tsc --noEmit`, bundled by `vite build` (scripts/vite-app.sh) and run in Chromium
+// (tests/e2e/vite-app.test.mjs). body[data-state] is "done" or "error" at the end.
 import Default, {
   Runahead,
   RunaheadError,
@@ -51,11 +52,12 @@ async function main(): Promise<void> {
   const info: ModelInfo = model.info();
   status.textContent = `${info.architecture}, ${info.parameters} parameters, ` +
     `${model.inWorker ? 'in a worker' : 'on the page'}, from ${model.loadedFrom}`;
+  document.body.dataset.inWorker = String(model.inWorker);
 
   const ids: number[] = await model.tokenize('Hello');
   const generateOptions: GenerateOptions = {
-    maxTokens: 64, temperature: 0.7, topK: 40, topP: 0.95, seed: 1,
-    draft: 'auto', depth: 'auto', chat: true, signal: stop.signal,
+    maxTokens: 4, temperature: 0.7, topK: 40, topP: 0.95, seed: 1,
+    draft: 'auto', depth: 2, chat: true, signal: stop.signal,
   };
   const generation = model.generate('What is the capital of France?', generateOptions);
   console.assert(model.generating && model.busy, 'generating');
@@ -79,9 +81,11 @@ async function main(): Promise<void> {
   await Default.cache.delete(MODEL);
   await Runahead.cache.clear();
   await initialize();
+  document.body.dataset.state = 'done';
 }
 
 main().catch((e: unknown) => {
   const code: RunaheadErrorCode | 'unknown' = e instanceof RunaheadError ? e.code : 'unknown';
   status.textContent = `${code}: ${e instanceof Error ? e.message : String(e)}`;
+  document.body.dataset.state = 'error';
 });
