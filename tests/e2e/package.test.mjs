@@ -277,3 +277,36 @@ test('a given sha256 is checked as the bytes arrive, and names the cached copy',
   }, MODEL);
   assert.deepEqual(listed, { deleted: true, again: false, left: 0 });
 });
+
+test('an AbortSignal stops the load in the download and in the upload phase', { timeout: SLOW }, async () => {
+  await page.reload();
+  const outcome = await page.evaluate(async (url) => {
+    const { Runahead } = await import('/pkg/index.js');
+    const abortIn = async (phase, worker) => {
+      const stop = new AbortController();
+      try {
+        await Runahead.load(url, {
+          context: 64,
+          worker,
+          signal: stop.signal,
+          onProgress: (p) => {
+            if (p.phase === phase && (phase !== 'download' || p.loaded > 0)) stop.abort();
+          },
+        });
+        return 'loaded';
+      } catch (e) {
+        return e.code;
+      }
+    };
+    const download = await abortIn('download', true);
+    const pageDownload = await abortIn('download', false);
+    // An aborted download leaves nothing in the cache.
+    const cached = (await Runahead.cache.list()).length;
+    const upload = await abortIn('upload', true);
+    const pageUpload = await abortIn('upload', false);
+    return { download, pageDownload, cached, upload, pageUpload };
+  }, MODEL);
+  assert.deepEqual(outcome, {
+    download: 'cancelled', pageDownload: 'cancelled', cached: 0, upload: 'cancelled', pageUpload: 'cancelled',
+  });
+});
