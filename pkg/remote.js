@@ -59,20 +59,27 @@ export class WorkerEngine {
   async load(source, options, { onProgress, onEvent, signal }) {
     let transfer = [];
     if (source instanceof ArrayBuffer) transfer = [source];
+    let stop;
     const aborted = new Promise((_, reject) => {
-      const stop = () => {
+      stop = () => {
         this.terminate();
         reject(abortError('loading the model'));
       };
-      if (signal?.aborted) stop();
-      signal?.addEventListener('abort', stop, { once: true });
     });
+    aborted.catch(() => {});
+    if (signal?.aborted) stop();
+    signal?.addEventListener('abort', stop, { once: true });
     const loading = this.#request('load', { source, options }, (message) => {
       if (message.kind === 'progress') onProgress?.(message.progress);
       else if (message.kind === 'event') onEvent?.(message.event);
     }, transfer);
-    aborted.catch(() => {});
-    return Promise.race([loading, aborted]);
+    try {
+      return await Promise.race([loading, aborted]);
+    } finally {
+      // The signal may be the one the page later passes to generate(): it must not end the
+      // loaded engine.
+      signal?.removeEventListener('abort', stop);
+    }
   }
 
   generate(prompt, options, onToken) {

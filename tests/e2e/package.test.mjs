@@ -304,9 +304,16 @@ test('an AbortSignal stops the load in the download and in the upload phase', { 
     const cached = (await Runahead.cache.list()).length;
     const upload = await abortIn('upload', true);
     const pageUpload = await abortIn('upload', false);
-    return { download, pageDownload, cached, upload, pageUpload };
+    // Aborting a load's signal after the load leaves the model alone.
+    const late = new AbortController();
+    const model = await Runahead.load(url, { context: 64, signal: late.signal });
+    late.abort();
+    const after = (await model.generate('Hi', { maxTokens: 1 }).result).stats.stop_reason;
+    model.dispose();
+    return { download, pageDownload, cached, upload, pageUpload, after };
   }, MODEL);
   assert.deepEqual(outcome, {
     download: 'cancelled', pageDownload: 'cancelled', cached: 0, upload: 'cancelled', pageUpload: 'cancelled',
+    after: 'max_tokens',
   });
 });
