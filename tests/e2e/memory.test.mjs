@@ -8,9 +8,9 @@
 //
 // The JS heap is sampled every 10 ms and at every progress event while the model loads;
 // Chromium reports it precisely with --enable-precise-memory-info. A load that also writes the
-// model into the model cache (the default) passes every chunk to the cache as a copy: those
-// copies are garbage the page's heap carries until it is collected (measured on the page's
-// thread below; in the worker they are in the worker's heap, which the page cannot sample).
+// model into the model cache (the default) copies each chunk into a Blob, whose bytes the browser
+// keeps outside the JavaScript heap until the cache stores them (pkg/source.js, CacheCopy): the
+// bound is the same with and without the cache.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -82,11 +82,9 @@ test(`loading SmolLM2 on the page's thread costs the page at most ${LIMIT}x the 
   assert.ok(ratio <= LIMIT, `${ratio.toFixed(2)}x the file`);
 });
 
-test('writing it into the model cache too never holds the model twice', { timeout: 480_000 }, async () => {
-  // The model once in WebAssembly memory plus, at worst, every chunk's copy for the cache not
-  // yet collected: below twice the file.
+test(`and writing it into the model cache as well, at most ${LIMIT}x the file`, { timeout: 480_000 }, async () => {
   const { ratio } = await measure(false, true);
-  assert.ok(ratio < 2, `${ratio.toFixed(2)}x the file`);
+  assert.ok(ratio <= LIMIT, `${ratio.toFixed(2)}x the file`);
 });
 
 test(`loading SmolLM2 in the worker costs at most ${LIMIT}x the file, and the page almost nothing`, { timeout: 480_000 }, async () => {
