@@ -18,6 +18,8 @@ export type RunaheadErrorCode =
   | 'fetch'
   | 'invalid_source'
   | 'wasm'
+  | 'worker'
+  | 'callback'
   | 'internal';
 
 export class RunaheadError extends Error {
@@ -25,20 +27,79 @@ export class RunaheadError extends Error {
   readonly code: RunaheadErrorCode;
 }
 
+/**
+ * Load phases, in order: `compile` (the WebAssembly module), `download` (the model's bytes from
+ * the network, or from a File/Blob) or `cache` (from the model cache), `upload` (parsing and
+ * uploading the weights to the GPU: `loaded` is 0 at its start and `total` at its end).
+ */
+export type LoadPhase = 'compile' | 'download' | 'cache' | 'upload';
+
 export interface LoadProgress {
-  /** Bytes read so far. */
+  phase: LoadPhase;
+  /** Bytes read so far (download, cache, upload). */
   loaded: number;
   /** Size of the model in bytes, when known. */
   total?: number;
 }
 
+/** Things worth telling the user that do not fail the load. */
+export type LoadEvent =
+  /** The model was read from the cache. */
+  | { type: 'cache_hit'; url: string; size: number }
+  /** The downloaded model was stored in the cache. */
+  | { type: 'cache_stored'; url: string; size: number }
+  /** The cached copy was unreadable, short or not a model: it was deleted and the model downloaded. */
+  | { type: 'cache_fallback'; reason: string }
+  /** The download could not be cached (e.g. the storage quota is full); the load went on. */
+  | { type: 'cache_error'; reason: string }
+  /** The server gives no size and no ETag/Last-Modified (and no sha256 was given): not cached. */
+  | { type: 'cache_skipped'; reason: string }
+  /** The server could not be reached to check the cached copy: it was used unchecked. */
+  | { type: 'cache_unverified'; reason: string }
+  /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
+  | { type: 'worker_fallback'; reason: string };
+
 export interface LoadOptions {
   /** KV cache size in tokens (default 4096, capped by the model's trained context). */
   context?: number;
+  /**
+   * Run the engine in a dedicated module worker (default true where `Worker` exists); false
+   * runs it on the page's thread. Same API either way.
+   */
+  worker?: boolean;
+  /** Keep a model loaded from a URL in the model cache, and read it from there (default true). */
+  cache?: boolean;
+  /**
+   * The file's SHA-256 (hex): the bytes are checked against it as they arrive (a mismatch fails
+   * a download with code `fetch`, and falls back to the network from the cache), and it names
+   * this version of the file in the model cache.
+   */
+  sha256?: string;
   onProgress?: (progress: LoadProgress) => void;
+  onEvent?: (event: LoadEvent) => void;
+  /** Stops the load in any phase (rejects with code `cancelled`). */
   signal?: AbortSignal;
   /** Where to fetch runahead_bg.wasm from (default: next to this package's files). */
   wasmUrl?: string | URL;
+}
+
+/** A model in the model cache. */
+export interface CachedModel {
+  url: string;
+  size: number;
+  etag?: string;
+  lastModified?: string;
+  sha256?: string;
+  /** ISO 8601 time it was stored. */
+  storedAt: string;
+}
+
+export interface ModelCache {
+  list(): Promise<CachedModel[]>;
+  /** Resolves to whether a model was cached for `url`. */
+  delete(url: string | URL): Promise<boolean>;
+  /** Resolves to whether there was a cache to remove. */
+  clear(): Promise<boolean>;
 }
 
 export interface GenerateOptions {
@@ -141,21 +202,42 @@ export interface ModelInfo {
 
 export class Runahead {
   private constructor();
+  /** The model cache (shared by every Runahead of this origin). */
+  static readonly cache: ModelCache;
+  /**
+   * A URL is fetched (or read from the model cache) where the engine runs; a File/Blob is sent
+   * to the worker as a handle; an ArrayBuffer (or the whole buffer of a typed array) is
+   * transferred to the worker, which leaves the caller's buffer detached.
+   */
   static load(
     source: string | URL | Blob | ArrayBuffer | ArrayBufferView,
     options?: LoadOptions,
   ): Promise<Runahead>;
+  /** Read once at load: no round trip to the worker. */
   info(): ModelInfo;
-  tokenize(text: string): number[];
+  /** A promise in both modes (the tokenizer may be in the worker). */
+  tokenize(text: string): Promise<number[]>;
+  /** Whether the engine runs in a worker. */
+  readonly inWorker: boolean;
+  /** Where the model's bytes came from. */
+  readonly loadedFrom: 'network' | 'cache' | 'file' | 'bytes';
   readonly generating: boolean;
+  /** Same as `generating`. */
+  readonly busy: boolean;
   generate(prompt: string, options?: GenerateOptions): Generation;
   cancel(): void;
+  /** Bytes of the WebAssembly memory of the thread that runs this engine. */
+  wasmMemoryBytes(): Promise<number>;
+  /** Frees the engine (in a worker: ends the worker). */
   dispose(): void;
 }
 
 export function initialize(wasmUrl?: string | URL): Promise<unknown>;
 
-/** Bytes of the WebAssembly memory (it only grows: after a load, its peak); 0 before init. */
+/**
+ * Bytes of the page thread's WebAssembly memory (it only grows: after a load, its peak); 0
+ * before init. A worker engine's memory: `model.wasmMemoryBytes()`.
+ */
 export function wasmMemoryBytes(): Promise<number>;
 
 export default Runahead;

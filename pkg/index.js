@@ -1,141 +1,16 @@
-// The npm package `runahead`: a thin layer over the wasm-bindgen `Engine` (crates/web) that
-// reads the model (URL with download progress, File/Blob, or bytes), streams tokens as an async
-// iterator, maps AbortSignal to cancel(), and turns every failure into a RunaheadError.
+// The npm package `runahead`: the wasm-bindgen `Engine` (crates/web) behind a friendlier API.
+// By default the engine runs in a dedicated module worker (worker.js, driven by remote.js), so
+// reading the model, uploading it and generating never block the page; `worker: false` runs it
+// on the page's thread (core.js) with the same API. Tokens stream as an async iterator,
+// AbortSignal maps to cancel(), and every failure is a RunaheadError.
 
-import init, { Engine, ModelBytes } from './wasm/runahead.js';
+import { Engine } from './wasm/runahead.js';
+import { initialize, loadEngine, wasmMemoryBytes } from './core.js';
+import { RunaheadError, abortError, toRunaheadError } from './errors.js';
+import { WorkerEngine } from './remote.js';
+import { modelCache } from './cache.js';
 
-/** An error with a stable `code` (see README.md) and a message a person can act on. */
-export class RunaheadError extends Error {
-  constructor(code, message, options) {
-    super(message, options);
-    this.name = 'RunaheadError';
-    this.code = code;
-  }
-}
-
-// Errors from the wasm side are Errors with a string `code`; anything else is a bug here.
-function toRunaheadError(e, fallbackCode = 'internal') {
-  if (e instanceof RunaheadError) return e;
-  if (e instanceof Error && typeof e.code === 'string') {
-    return new RunaheadError(e.code, e.message, { cause: e.cause ?? e });
-  }
-  const message = e instanceof Error ? e.message : String(e);
-  return new RunaheadError(fallbackCode, message, { cause: e });
-}
-
-function abortError(what) {
-  return new RunaheadError('cancelled', `${what} was cancelled`);
-}
-
-let wasmReady = null;
-
-/**
- * Loads and instantiates the WebAssembly module (once; `Runahead.load` calls it). `wasmUrl`
- * overrides where `runahead_bg.wasm` is fetched from (default: next to this package's files).
- */
-/**
- * Bytes of the WebAssembly memory (it only grows: after a load, its peak), or 0 before the
- * module is initialized. For measuring what a model costs the page.
- */
-export async function wasmMemoryBytes() {
-  const exports = await wasmReady;
-  return exports?.memory?.buffer.byteLength ?? 0;
-}
-
-export function initialize(wasmUrl) {
-  wasmReady ??= init(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl }).catch((e) => {
-    wasmReady = null;
-    throw toRunaheadError(e, 'wasm');
-  });
-  return wasmReady;
-}
-
-// Chunks are read into one reused buffer of this size (where the stream is a byte stream, as
-// fetch bodies and Blob streams are) and copied from it into WebAssembly memory.
-const CHUNK_BYTES = 1 << 20;
-
-// Reads a stream straight into WebAssembly memory (a ModelBytes of `total` bytes, or growing
-// when the total is unknown), reporting progress after every chunk. With a byte stream, every
-// read fills the same buffer, so the page holds the model once plus one chunk: a default reader
-// would hand out a new buffer per chunk, garbage that piles up faster than it is collected.
-async function readStream(stream, total, onProgress, signal) {
-  let reader;
-  let buffer = null;
-  try {
-    reader = stream.getReader({ mode: 'byob' });
-    buffer = new ArrayBuffer(CHUNK_BYTES);
-  } catch {
-    reader = stream.getReader();
-  }
-  let bytes;
-  try {
-    bytes = new ModelBytes(total ?? 0);
-  } catch (e) {
-    await reader.cancel();
-    throw toRunaheadError(e, 'out_of_memory');
-  }
-  let loaded = 0;
-  onProgress?.({ loaded, total });
-  try {
-    for (;;) {
-      if (signal?.aborted) {
-        await reader.cancel();
-        throw abortError('loading the model');
-      }
-      const { done, value } = buffer
-        ? await reader.read(new Uint8Array(buffer, 0, buffer.byteLength))
-        : await reader.read();
-      if (done) break;
-      if (total === undefined) bytes.push(value);
-      else bytes.write(loaded, value);
-      loaded += value.byteLength;
-      // The read transferred the buffer into `value`: take it back for the next read.
-      if (buffer) buffer = value.buffer;
-      onProgress?.({ loaded, total });
-    }
-  } catch (e) {
-    bytes.free();
-    throw e;
-  }
-  return bytes;
-}
-
-// The model's bytes from a URL (string or URL), a Blob/File, an ArrayBuffer or a typed array.
-async function readSource(source, onProgress, signal) {
-  if (typeof source === 'string' || source instanceof URL) {
-    let response;
-    try {
-      response = await fetch(source, { signal });
-    } catch (e) {
-      if (signal?.aborted) throw abortError('loading the model');
-      throw new RunaheadError('fetch', `cannot fetch ${source}: ${e.message}`, { cause: e });
-    }
-    if (!response.ok || !response.body) {
-      throw new RunaheadError('fetch', `cannot fetch ${source}: HTTP ${response.status}`);
-    }
-    // Content-Length is the compressed size when the server compresses: then it is no total.
-    const length = Number(response.headers.get('content-length'));
-    const compressed = response.headers.get('content-encoding');
-    const total = length > 0 && !compressed ? length : undefined;
-    try {
-      return await readStream(response.body, total, onProgress, signal);
-    } catch (e) {
-      if (signal?.aborted) throw abortError('loading the model');
-      throw toRunaheadError(e, 'fetch');
-    }
-  }
-  if (typeof Blob !== 'undefined' && source instanceof Blob) {
-    return readStream(source.stream(), source.size, onProgress, signal);
-  }
-  if (source instanceof ArrayBuffer) return new Uint8Array(source);
-  if (ArrayBuffer.isView(source)) {
-    return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  }
-  throw new RunaheadError(
-    'invalid_source',
-    'load() takes a URL, a File or Blob, an ArrayBuffer or a Uint8Array',
-  );
-}
+export { RunaheadError, initialize, wasmMemoryBytes };
 
 /** One generation: an async iterator of verified tokens, with its final result. */
 class Generation {
@@ -214,57 +89,90 @@ class Generation {
   }
 }
 
+// Only Runahead.load makes a Runahead.
+const CONSTRUCT = Symbol('Runahead');
+
+// A URL relative to the page means the page's URL, not the worker script's.
+function forWorker(source) {
+  if (typeof source === 'string' || source instanceof URL) {
+    return new URL(source, globalThis.location?.href).href;
+  }
+  // A view of part of a buffer: send a copy of that part (the whole buffer is transferred).
+  if (ArrayBuffer.isView(source)) {
+    const whole = source.byteOffset === 0 && source.byteLength === source.buffer.byteLength;
+    return whole ? source.buffer : source.buffer.slice(source.byteOffset, source.byteOffset + source.byteLength);
+  }
+  return source;
+}
+
 /** A model loaded onto the GPU. */
 export class Runahead {
   #engine;
+  #info;
+  #inWorker;
+  #from;
 
-  constructor(engine) {
-    if (!(engine instanceof Engine)) {
+  constructor(token, engine, info, inWorker, from) {
+    if (token !== CONSTRUCT) {
       throw new TypeError('use `await Runahead.load(...)` to create a Runahead');
     }
     this.#engine = engine;
+    this.#info = info;
+    this.#inWorker = inWorker;
+    this.#from = from;
   }
+
+  /** The model cache: `list()`, `delete(url)`, `clear()`. */
+  static cache = modelCache;
 
   /**
    * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array), opens a WebGPU device and
-   * uploads the weights. Options: `context` (KV cache size in tokens), `onProgress({loaded,
-   * total})` while reading, `signal` (AbortSignal), `wasmUrl`.
+   * uploads the weights, in a worker unless `worker: false`. Options: `context`, `worker`,
+   * `cache`, `sha256`, `onProgress({phase, loaded, total})`, `onEvent(event)`, `signal`,
+   * `wasmUrl` (see README.md).
    */
-  static async load(source, { context, onProgress, signal, wasmUrl } = {}) {
-    await initialize(wasmUrl);
-    if (typeof navigator !== 'undefined' && !navigator.gpu) {
-      // Before any model byte is fetched.
-      throw new RunaheadError(
-        'no_webgpu',
-        'this browser does not expose WebGPU (navigator.gpu is missing): use a recent Chrome, ' +
-          'Edge or Safari, or enable WebGPU in the browser\'s settings',
-      );
+  static async load(source, options = {}) {
+    const { worker = typeof Worker !== 'undefined', onProgress, onEvent, signal, ...rest } = options;
+    const settings = { context: rest.context, cache: rest.cache, sha256: rest.sha256, wasmUrl: rest.wasmUrl };
+    if (settings.wasmUrl !== undefined) {
+      settings.wasmUrl = new URL(settings.wasmUrl, globalThis.location?.href).href;
     }
-    const bytes = await readSource(source, onProgress, signal);
-    if (signal?.aborted) {
-      if (bytes instanceof ModelBytes) bytes.free();
-      throw abortError('loading the model');
+    if (worker) {
+      const remote = new WorkerEngine();
+      try {
+        const { info, from } = await remote.load(forWorker(source), settings, { onProgress, onEvent, signal });
+        return new Runahead(CONSTRUCT, remote, info, true, from);
+      } catch (e) {
+        remote.terminate();
+        // A browser with WebGPU on the page but not in workers: run on the page instead.
+        const pageHasGpu = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
+        if (e.code !== 'no_webgpu' || !pageHasGpu) throw e;
+        onEvent?.({ type: 'worker_fallback', reason: `WebGPU is not available in a worker here: ${e.message}` });
+      }
     }
-    try {
-      const options = { context };
-      const engine = bytes instanceof ModelBytes
-        ? await Engine.loadModelBytes(bytes, options)
-        : await Engine.load(bytes, options);
-      return new Runahead(engine);
-    } catch (e) {
-      throw toRunaheadError(e);
-    }
+    const { engine, info, from } = await loadEngine(source, { ...settings, onProgress, onEvent, signal });
+    return new Runahead(CONSTRUCT, engine, info, false, from);
   }
 
   /** Architecture, sizes, tensor types, special tokens, chat template presence, adapter. */
   info() {
-    return this.#engine.info();
+    return structuredClone(this.#info);
   }
 
-  /** Token ids of `text`, tokenized as is. */
-  tokenize(text) {
+  /** Whether the engine runs in a worker (the default) rather than on the page's thread. */
+  get inWorker() {
+    return this.#inWorker;
+  }
+
+  /** Where the model's bytes came from: "network", "cache", "file" or "bytes". */
+  get loadedFrom() {
+    return this.#from;
+  }
+
+  /** Token ids of `text`, tokenized as is (a promise: the tokenizer may be in the worker). */
+  async tokenize(text) {
     try {
-      return Array.from(this.#engine.tokenize(String(text)));
+      return Array.from(await this.#engine.tokenize(String(text)));
     } catch (e) {
       throw toRunaheadError(e);
     }
@@ -272,6 +180,11 @@ export class Runahead {
 
   /** Whether a generation is running (a second one is refused with code "busy"). */
   get generating() {
+    return this.#engine.isGenerating;
+  }
+
+  /** Same as `generating`. */
+  get busy() {
     return this.#engine.isGenerating;
   }
 
@@ -290,9 +203,18 @@ export class Runahead {
     this.#engine.cancel();
   }
 
-  /** Frees the GPU buffers and the wasm-side state; the object is unusable afterwards. */
+  /** Bytes of the WebAssembly memory of the thread that holds this engine (worker or page). */
+  async wasmMemoryBytes() {
+    return this.#inWorker ? this.#engine.memoryBytes() : wasmMemoryBytes();
+  }
+
+  /**
+   * Frees the GPU buffers and the wasm-side state (in worker mode: ends the worker); the object
+   * is unusable afterwards.
+   */
   dispose() {
-    this.#engine.free();
+    if (this.#engine instanceof Engine) this.#engine.free();
+    else this.#engine.terminate();
   }
 }
 

@@ -10,7 +10,8 @@
 #   SETUP_SKIP_WASM_BINDGEN=1   cargo install wasm-bindgen-cli
 #   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B) and
 #                               scripts/fetch-vocab-tests.sh (llama.cpp's tokenizer suite)
-#   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core, pinned by its lock file)
+#   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core) and tests/vite-app (vite,
+#                               typescript), pinned by their lock files
 #   SETUP_SKIP_FUZZ=1           cargo install cargo-fuzz (scripts/fuzz.sh, the test step `fuzz`)
 set -euo pipefail
 
@@ -116,17 +117,23 @@ setup_cargo_fuzz() {
   env -u CARGO_TARGET_DIR cargo install cargo-fuzz --version "$want" --locked --quiet
 }
 
-# The page-level tests' node packages (tests/e2e/package-lock.json). Reinstalled when the lock
-# file is newer than the install, so the test command itself never reaches the registry.
+# The node packages of the page-level tests (tests/e2e: playwright-core) and of the Vite app
+# that builds on the packed package (tests/vite-app: vite, typescript), each from its lock file.
+# Reinstalled when the lock file is newer than the install, so the test command itself never
+# reaches the registry.
 setup_npm() {
-  local dir=$root/tests/e2e stamp=$root/tests/e2e/node_modules/.package-lock.json
-  if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ]; then
-    say "npm: tests/e2e packages already installed"
-    return
-  fi
+  local name dir stamp
   command -v npm >/dev/null || die "npm missing (apt package npm)"
-  say "npm: installing tests/e2e packages (npm ci)"
-  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  for name in e2e vite-app; do
+    dir=$root/tests/$name
+    stamp=$dir/node_modules/.package-lock.json
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ]; then
+      say "npm: tests/$name packages already installed"
+      continue
+    fi
+    say "npm: installing tests/$name packages (npm ci)"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  done
 }
 
 setup_models() {

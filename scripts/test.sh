@@ -8,7 +8,8 @@
 # workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests with
 # clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
-# playwright-core, against the native CLI; tests/e2e), test (cargo test --workspace), fuzz (each
+# playwright-core, against the native CLI, tests/e2e; then the packed package in a Vite app,
+# scripts/vite-app.sh), test (cargo test --workspace), fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
 #
@@ -80,16 +81,25 @@ step_wasm_clippy() { "$root/scripts/wasm.sh" test --no-run; }
 step_browser() { "$root/scripts/wasm.sh" test; }
 step_e2e() {
   # The reference: the native CLI of the clippy step's build (the cli crate's tests put it in
-  # target/debug). Then the npm package's wasm, taken from the browser tests' build (no second
-  # wasm build), and playwright-core, which scripts/setup.sh installs from the lock file.
-  if [ ! -d "$root/tests/e2e/node_modules/playwright-core" ]; then
-    echo "test.sh: tests/e2e has no playwright-core: run scripts/setup.sh" >&2
-    return 1
-  fi
+  # target/debug). Then the npm package's wasm: the release-profile .wasm the browser step built
+  # (scripts/wasm.sh pkg rebuilds nothing after it), so these tests run what `npm pack` ships;
+  # playwright-core, vite and typescript come from the lock files scripts/setup.sh installs.
+  local dir
+  for dir in e2e/node_modules/playwright-core vite-app/node_modules/vite; do
+    if [ ! -d "$root/tests/$dir" ]; then
+      echo "test.sh: tests/$dir is missing: run scripts/setup.sh" >&2
+      return 1
+    fi
+  done
   cargo test --workspace --no-run
-  WASM_PKG_FROM_TESTS=1 "$root/scripts/wasm.sh" pkg
+  "$root/scripts/wasm.sh" pkg
+  # npm pack, the tarball in a Vite app, tsc --noEmit, vite build (seconds); vite-app.test.mjs
+  # then runs that build.
+  "$root/scripts/vite-app.sh"
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test --test-concurrency=1 \
-    "$root/tests/e2e/demo.test.mjs" "$root/tests/e2e/memory.test.mjs"
+    "$root/tests/e2e/sha256.test.mjs" "$root/tests/e2e/demo.test.mjs" \
+    "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
+    "$root/tests/e2e/vite-app.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_fuzz() {

@@ -8,8 +8,16 @@
 #   scripts/wasm.sh build  [cargo args...]   # cargo build --release
 #   scripts/wasm.sh check  [cargo args...]   # cargo check (quick)
 #   scripts/wasm.sh test [--no-run]          # browser tests: wasm-bindgen-test in headless Chromium
-#   scripts/wasm.sh pkg                      # the npm package's wasm: release build of runahead-web,
-#                                            # then wasm-bindgen --target web into pkg/wasm/
+#   scripts/wasm.sh pkg                      # the npm package's wasm: runahead-web's .wasm from the
+#                                            # browser tests' build, then wasm-bindgen --target web
+#                                            # into pkg/wasm/
+#
+# One wasm32 build serves the browser tests, the wasm32 lint pass and the package: `test` and
+# `pkg` run the same cargo invocation in the release profile (`--profile release`), and `pkg`
+# takes the runahead_web .wasm that build made. So the e2e tests (scripts/test.sh e2e) run the
+# very .wasm that `npm pack` ships, at no second build (a separate release build cost ~9 minutes
+# of CI's 2 cores). The price: the browser tests run without debug assertions and overflow
+# checks; the native tests (cargo's test profile) keep both over the same engine code.
 #
 # Output goes to target-wasm/ (override with WASM_TARGET_DIR) so the native rustup builds in
 # target/ and the wasm builds never invalidate each other. CARGO_BUILD_JOBS limits parallelism.
@@ -72,6 +80,10 @@ pkgs=()
 for c in "${WASM_CRATES[@]}"; do pkgs+=(-p "$c"); done
 common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
 
+# The browser tests' build, which is also the package's (see the top).
+browser_tests=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort"
+  -p runahead-gpu -p runahead-web --test browser)
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -98,22 +110,17 @@ case "$cmd" in
     export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
     export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
     echo "wasm.sh: browser tests ($TARGET) runahead-gpu runahead-web"
-    "$CARGO" test --target "$TARGET" "-Zbuild-std=std,panic_abort" \
-      -p runahead-gpu -p runahead-web --test browser "$@"
+    "$CARGO" test "${browser_tests[@]}" "$@"
     ;;
   pkg)
     # wasm-bindgen refuses a .wasm made with another version of the wasm-bindgen crate, with
     # a message naming both; scripts/setup.sh installs the one Cargo.lock asks for.
-    # WASM_PKG_FROM_TESTS=1 takes the .wasm the browser tests' build already made (optimized,
-    # with debug assertions) instead of compiling everything again for release: the e2e step of
-    # scripts/test.sh does that. The same cargo invocation as `test`, so nothing is rebuilt;
-    # cargo names the artifact in its JSON messages.
+    # The .wasm of the browser tests' build (see the top): the same cargo invocation as `test`,
+    # so nothing is rebuilt when the tests were built; cargo names the artifact in its JSON.
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
-    if [ "${WASM_PKG_FROM_TESTS:-0}" = 1 ]; then
-      echo "wasm.sh: pkg: from the browser tests' build ($TARGET) runahead-web"
-      wasm=$("$CARGO" test --no-run --message-format=json --target "$TARGET" \
-          "-Zbuild-std=std,panic_abort" -p runahead-gpu -p runahead-web --test browser "$@" |
-        python3 -c '
+    echo "wasm.sh: pkg: runahead-web from the browser tests' release build ($TARGET)"
+    wasm=$("$CARGO" test --no-run --message-format=json "${browser_tests[@]}" "$@" |
+      python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -121,12 +128,7 @@ for line in sys.stdin:
             and "cdylib" in m["target"]["kind"]:
         print(next(f for f in m["filenames"] if f.endswith(".wasm")))
 ')
-      [ -n "$wasm" ] || die "pkg: cargo named no runahead_web .wasm"
-    else
-      echo "wasm.sh: pkg: build --release ($TARGET) runahead-web"
-      "$CARGO" build --release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib "$@"
-      wasm=$CARGO_TARGET_DIR/$TARGET/release/runahead_web.wasm
-    fi
+    [ -n "$wasm" ] || die "pkg: cargo named no runahead_web .wasm"
     out=$root/pkg/wasm
     rm -rf "$out"
     wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"

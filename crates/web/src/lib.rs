@@ -6,6 +6,7 @@
 //! Errors reach JavaScript as `Error` objects with a stable `code` (see [`error::Code`]); no
 //! input a page can pass makes this crate panic (a panic would kill the wasm instance).
 
+mod device;
 mod error;
 mod generation;
 mod model_bytes;
@@ -18,7 +19,7 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use runahead_gguf::GgufFile;
-use runahead_gpu::{GpuContext, GpuModel, GpuOptions};
+use runahead_gpu::GpuModel;
 use runahead_model::LanguageModel;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -139,16 +140,9 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
             "context must be at least 1",
         ));
     }
-    if !has_webgpu() {
-        return Err(WebError::new(
-            Code::NoWebGpu,
-            "this browser does not expose WebGPU (navigator.gpu is missing): use a recent \
-             Chrome, Edge or Safari, or enable WebGPU in the browser's settings",
-        ));
-    }
     let file = GgufFile::from_bytes(bytes)?;
     let mut session = Session::new(&file)?;
-    let ctx = GpuContext::new(GpuOptions::default()).await?;
+    let ctx = device::open().await?;
     let model = GpuModel::load(&ctx, &file, options.context)?;
     ctx.check()?;
     session.set_engine(model.capacity(), &ctx.adapter_info);
@@ -218,14 +212,6 @@ async fn run_generation(
         });
     }
     to_js(&out)
-}
-
-/// Whether `navigator.gpu` exists (checked first: wgpu's own error for it is less clear).
-fn has_webgpu() -> bool {
-    let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into());
-    navigator
-        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
-        .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }
 
 /// A plain JavaScript object with the same fields.

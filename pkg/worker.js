@@ -1,0 +1,48 @@
+// The dedicated module worker that runs the engine (Runahead.load's default): the model's bytes
+// are read here, the WebAssembly instance and the WebGPU device live here, and the page only
+// receives messages. Protocol (remote.js is the other side): requests `{id, op, ...}`; replies
+// `{id, kind: 'progress' | 'event' | 'token' | 'done' | 'error', ...}`.
+
+import { loadEngine, wasmMemoryBytes } from './core.js';
+import { serializeError } from './errors.js';
+
+let engine = null;
+
+const post = (message) => self.postMessage(message);
+
+const ops = {
+  async load(id, { source, options }) {
+    if (engine) throw new Error('this worker already holds a model');
+    const loaded = await loadEngine(source, {
+      ...options,
+      onProgress: (progress) => post({ id, kind: 'progress', progress }),
+      onEvent: (event) => post({ id, kind: 'event', event }),
+    });
+    engine = loaded.engine;
+    return { info: loaded.info, from: loaded.from };
+  },
+  generate(id, { prompt, options }) {
+    return engine.generate(prompt, options, (text, token, fromDraft) => {
+      post({ id, kind: 'token', chunk: { text, token, fromDraft } });
+    });
+  },
+  cancel() {
+    engine?.cancel();
+  },
+  tokenize(_id, { text }) {
+    return Array.from(engine.tokenize(text));
+  },
+  memory() {
+    return wasmMemoryBytes();
+  },
+};
+
+self.onmessage = async ({ data }) => {
+  const { id, op } = data;
+  try {
+    const value = await ops[op](id, data);
+    if (id !== undefined) post({ id, kind: 'done', value });
+  } catch (e) {
+    if (id !== undefined) post({ id, kind: 'error', error: serializeError(e) });
+  }
+};

@@ -1,0 +1,62 @@
+// The Vite app of tests/vite-app, built from the packed package (scripts/vite-app.sh makes
+// tests/vite-app/dist), run in Debian's headless Chromium: the bundled worker and .wasm load
+// SmolLM2, generate, and go through every call of the API without an error.
+//
+//   scripts/test.sh e2e      (runs scripts/vite-app.sh, then the files here)
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { access, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { chromiumFlags, root, serve } from './serve.mjs';
+
+const dist = join(root, 'tests/vite-app/dist');
+let server;
+let browser;
+
+before(async () => {
+  await access(join(dist, 'index.html')).catch(() => {
+    throw new Error('tests/vite-app/dist is missing: run scripts/vite-app.sh');
+  });
+  ({ server } = await serve(dist));
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: await chromiumFlags(),
+    headless: true,
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill();
+});
+
+test('the Vite build of the packed package runs SmolLM2 in its worker', { timeout: 480_000 }, async () => {
+  const page = await browser.newPage();
+  const log = [];
+  page.on('console', (m) => log.push(`${m.type()}: ${m.text()}`));
+  page.on('pageerror', (e) => log.push(`pageerror: ${e.message}`));
+  await page.goto(`http://127.0.0.1:${server.address().port}/`);
+  await page.waitForFunction(() => ['done', 'error'].includes(document.body.dataset.state), null, {
+    timeout: 400_000,
+    polling: 200,
+  });
+  const state = await page.evaluate(() => ({
+    state: document.body.dataset.state,
+    inWorker: document.body.dataset.inWorker,
+    status: document.querySelector('#status').textContent,
+    output: document.querySelector('#output').textContent,
+  }));
+  assert.equal(state.state, 'done', `${state.status}\n${log.join('\n')}`);
+  assert.equal(state.inWorker, 'true');
+  assert.match(state.status, /^llama, \d+ parameters, in a worker, from network$/);
+  assert.match(state.output, /\n4 tokens \(\d+ in "Hello"\), [\d.]+ tokens\/s, \d+\/\d+ accepted$/);
+  // The bundle's own worker chunk and .wasm were fetched (the app disposed the worker at its
+  // end; its last call, initialize(), fetches the .wasm once more for the page's thread).
+  const assets = await readdir(join(dist, 'assets'));
+  for (const name of assets.filter((f) => /^worker-.*\.js$|\.wasm$/.test(f))) {
+    assert.ok(server.requests(`/assets/${name}`).includes('GET'), name);
+  }
+  assert.ok(server.bytesSent('/models/SmolLM2-135M-Instruct.Q4_1.gguf') > 0);
+});

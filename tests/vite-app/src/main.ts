@@ -1,0 +1,91 @@
+// A chat box on the packed `runahead` package: every call of its API, type-checked by
+// `tsc --noEmit`, bundled by `vite build` (scripts/vite-app.sh) and run in Chromium
+// (tests/e2e/vite-app.test.mjs). body[data-state] is "done" or "error" at the end.
+import Default, {
+  Runahead,
+  RunaheadError,
+  initialize,
+  wasmMemoryBytes,
+  type CachedModel,
+  type Chunk,
+  type GenerateOptions,
+  type GenerationResult,
+  type GenerationStats,
+  type LoadEvent,
+  type LoadOptions,
+  type LoadProgress,
+  type ModelInfo,
+  type RunaheadErrorCode,
+} from 'runahead';
+
+const status = document.querySelector<HTMLParagraphElement>('#status')!;
+const output = document.querySelector<HTMLPreElement>('#output')!;
+const MODEL = '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
+
+function describeEvent(event: LoadEvent): string {
+  switch (event.type) {
+    case 'cache_hit':
+    case 'cache_stored':
+      return `${event.type}: ${event.url} (${event.size} bytes)`;
+    case 'cache_fallback':
+    case 'cache_error':
+    case 'cache_skipped':
+    case 'cache_unverified':
+    case 'worker_fallback':
+      return `${event.type}: ${event.reason}`;
+  }
+}
+
+async function main(): Promise<void> {
+  const stop = new AbortController();
+  const options: LoadOptions = {
+    context: 2048,
+    worker: true,
+    cache: true,
+    onProgress: ({ phase, loaded, total }: LoadProgress) => {
+      status.textContent = `${phase}: ${loaded} / ${total ?? '?'} bytes`;
+    },
+    onEvent: (event) => console.info(describeEvent(event)),
+    signal: stop.signal,
+  };
+  const model: Runahead = await Runahead.load(MODEL, options);
+  const info: ModelInfo = model.info();
+  status.textContent = `${info.architecture}, ${info.parameters} parameters, ` +
+    `${model.inWorker ? 'in a worker' : 'on the page'}, from ${model.loadedFrom}`;
+  document.body.dataset.inWorker = String(model.inWorker);
+
+  const ids: number[] = await model.tokenize('Hello');
+  const generateOptions: GenerateOptions = {
+    maxTokens: 4, temperature: 0.7, topK: 40, topP: 0.95, seed: 1,
+    draft: 'auto', depth: 2, chat: true, signal: stop.signal,
+  };
+  const generation = model.generate('What is the capital of France?', generateOptions);
+  console.assert(model.generating && model.busy, 'generating');
+  for await (const chunk of generation as AsyncIterable<Chunk>) {
+    output.append(chunk.fromDraft ? chunk.text.toUpperCase() : chunk.text);
+  }
+  const result: GenerationResult = await generation.result;
+  const stats: GenerationStats = await generation.stats;
+  output.append(`\n${result.tokens.length} tokens (${ids.length} in "Hello"), ` +
+    `${stats.tokens_per_second.toFixed(1)} tokens/s, ${stats.accepted}/${stats.drafted} accepted`);
+
+  const second = model.generate('And of Italy?', { maxTokens: 8 });
+  second.cancel();
+  model.cancel();
+  await second.result.catch(() => undefined);
+
+  const memory: number = (await model.wasmMemoryBytes()) + (await wasmMemoryBytes());
+  const cached: CachedModel[] = await Runahead.cache.list();
+  console.info(memory, cached.map((m) => `${m.url} ${m.size} ${m.storedAt}`));
+  model.dispose();
+  await Default.cache.delete(MODEL);
+  await Runahead.cache.clear();
+  await initialize();
+  document.body.dataset.state = 'done';
+}
+
+main().catch((e: unknown) => {
+  const code: RunaheadErrorCode | 'unknown' = e instanceof RunaheadError ? e.code : 'unknown';
+  status.textContent = `${code}: ${e instanceof Error ? e.message : String(e)}`;
+  document.body.dataset.state = 'error';
+});
