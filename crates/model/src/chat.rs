@@ -30,6 +30,8 @@ const BYTES_PER_FUEL: u64 = 64;
 /// Widest indent `tojson` accepts. Real templates use 2 or 4; the indent is repeated on every
 /// line once per nesting level, so an unbounded one turns a small value into gigabytes.
 const MAX_JSON_INDENT: usize = 16;
+/// Deepest nesting `tojson` writes (real templates pass tool definitions a few levels deep).
+const MAX_JSON_DEPTH: usize = 256;
 
 /// Most namespaces one render may create (real templates create one or two); each is kept
 /// until the render ends (see [`break_namespace_cycles`]).
@@ -317,8 +319,15 @@ fn tojson(
             format!("tojson indent {width} is more than {MAX_JSON_INDENT}"),
         ));
     }
-    if !json_fits(value, width, fuel_bytes(state)) {
-        return Err(out_of_fuel());
+    match json_fits(value, width, fuel_bytes(state)) {
+        JsonFits::Yes => {}
+        JsonFits::TooLarge => return Err(out_of_fuel()),
+        JsonFits::TooDeep => {
+            return Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                format!("tojson of a value nested deeper than {MAX_JSON_DEPTH} levels (or cyclic)"),
+            ))
+        }
     }
     let json = minijinja::filters::tojson(value, indent, kwargs)?;
     let len = json.as_str().map_or(0, str::len) as u64;
@@ -326,11 +335,22 @@ fn tojson(
     Ok(json)
 }
 
+/// What [`json_fits`] found.
+#[derive(Debug, PartialEq)]
+enum JsonFits {
+    Yes,
+    TooLarge,
+    TooDeep,
+}
+
 /// Whether `value` as JSON (pretty with `indent` spaces a level when not 0) takes at most
 /// `limit` bytes, by an upper bound summed without building it (every string byte counted as
-/// a six-byte escape). The walk keeps one iterator per open container and stops as soon as the
-/// bound passes `limit`, so it visits at most `limit / 3` items.
-fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
+/// a six-byte escape), and nests at most [`MAX_JSON_DEPTH`] containers deep. The walk keeps one
+/// iterator per open container and stops as soon as the bound passes `limit` or the depth
+/// passes its cap, so it visits at most `limit / 3` items and holds at most `MAX_JSON_DEPTH`
+/// iterators: without the cap a cyclic value (a namespace holding itself) walked as deep as
+/// the fuel's bytes allowed, holding a gigabyte of iterators (found by fuzzing).
+fn json_fits(value: &Value, indent: usize, limit: usize) -> JsonFits {
     enum Open {
         Seq(ValueIter),
         Map(Value, ValueIter),
@@ -349,8 +369,11 @@ fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
         if let Some((v, depth)) = next.take() {
             let fits = match v.kind() {
                 ValueKind::Seq | ValueKind::Iterable | ValueKind::Map => {
+                    if depth >= MAX_JSON_DEPTH {
+                        return JsonFits::TooDeep;
+                    }
                     let Ok(iter) = v.try_iter() else {
-                        return false;
+                        return JsonFits::TooLarge;
                     };
                     let open = if v.kind() == ValueKind::Map {
                         Open::Map(v, iter)
@@ -369,11 +392,11 @@ fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
                 _ => add(40),
             };
             if !fits {
-                return false;
+                return JsonFits::TooLarge;
             }
         }
         let Some((open, depth)) = stack.last_mut() else {
-            return true;
+            return JsonFits::Yes;
         };
         let depth = *depth;
         let child = match open {
@@ -386,7 +409,7 @@ fn json_fits(value: &Value, indent: usize, limit: usize) -> bool {
         match child {
             Some((v, extra)) => {
                 if !add(item(depth).saturating_add(extra)) {
-                    return false;
+                    return JsonFits::TooLarge;
                 }
                 next = Some((v, depth));
             }
@@ -696,9 +719,35 @@ mod tests {
             let t = ChatTemplate::new(&source, "", "").unwrap();
             match t.render(&[], false) {
                 Ok(text) => assert_eq!(text, "1", "{tail}"),
-                Err(e) => assert!(matches!(e, ModelError::ChatTemplateFuel { .. }), "{e}"),
+                Err(e) => assert!(
+                    matches!(e, ModelError::ChatTemplateFuel { .. })
+                        || e.to_string().contains("nested deeper than"),
+                    "{e}"
+                ),
             }
         }
+    }
+
+    /// Found by fuzzing (a timeout): `tojson` of a namespace that holds itself walked the cycle
+    /// as deep as the fuel's bytes allowed, holding an iterator per level: 1 GB and seconds
+    /// for one filter call. Now nesting past 256 levels is an error, found at once. (Printing
+    /// such a value with `{{ }}` or `~` still recurses without end inside minijinja: open, see
+    /// docs/fuzzing.md.)
+    #[test]
+    fn tojson_of_a_cyclic_value_is_an_error() {
+        let cycle = "{% set ns = namespace(sys='') %}{% set ns.sys = ns, 1 %}";
+        let started = std::time::Instant::now();
+        let t = ChatTemplate::new(&format!("{cycle}{{{{ ns.sys | tojson }}}}"), "", "").unwrap();
+        let err = t.render(&[], false).unwrap_err();
+        assert!(err.to_string().contains("nested deeper than 256"), "{err}");
+        assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+        // Nesting real templates use still serializes.
+        let nested = "{{ {'a': [{'b': {'c': [1, 2, {'d': 'e'}]}}]} | tojson }}";
+        let t = ChatTemplate::new(nested, "", "").unwrap();
+        assert_eq!(
+            t.render(&[], false).unwrap(),
+            r#"{"a": [{"b": {"c": [1, 2, {"d": "e"}]}}]}"#
+        );
     }
 
     /// Found by fuzzing: minijinja 3.1 sliced format strings inside a multi-byte character of a
