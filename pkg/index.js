@@ -3,6 +3,7 @@
 // iterator, maps AbortSignal to cancel(), and turns every failure into a RunaheadError.
 
 import init, { Engine, ModelBytes } from './wasm/runahead.js';
+import { createChat } from './chat.js';
 
 /** An error with a stable `code` (see README.md) and a message a person can act on. */
 export class RunaheadError extends Error {
@@ -159,7 +160,7 @@ class Generation {
       // one must not cancel the generation that made it busy).
       const wasBusy = engine.isGenerating;
       const cancel = () => engine.cancel();
-      started = engine.generate(String(prompt), rest, onToken);
+      started = engine.generate(Array.isArray(prompt) ? prompt : String(prompt), rest, onToken);
       if (!wasBusy) signal?.addEventListener('abort', cancel, { once: true });
       started = started.finally(() => signal?.removeEventListener('abort', cancel));
     }
@@ -223,6 +224,8 @@ export class Runahead {
       throw new TypeError('use `await Runahead.load(...)` to create a Runahead');
     }
     this.#engine = engine;
+    /** `chat(messages, options)` and `chat.completions.create(request)` (see chat.js). */
+    this.chat = createChat(this);
   }
 
   /**
@@ -276,9 +279,10 @@ export class Runahead {
   }
 
   /**
-   * Starts generating after `prompt`. Options: `maxTokens`, `temperature`, `topK`, `topP`,
-   * `seed`, `draft` ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`,
-   * `signal`. Iterate the result with `for await`
+   * Starts generating after `prompt` (a string, or messages `[{role, content}]` rendered by the
+   * model's chat template). Options: `maxTokens`, `temperature`, `topK`, `topP`, `seed`, `draft`
+   * ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`, `stop` (strings that
+   * end the text), `signal`. Iterate the result with `for await`
    * to get `{text, token, fromDraft}` chunks; `.stats` and `.result` resolve when it ends.
    */
   generate(prompt, options = {}) {

@@ -89,7 +89,8 @@ step_e2e() {
   cargo test --workspace --no-run
   WASM_PKG_FROM_TESTS=1 "$root/scripts/wasm.sh" pkg
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test --test-concurrency=1 \
-    "$root/tests/e2e/demo.test.mjs" "$root/tests/e2e/memory.test.mjs"
+    "$root/tests/e2e/demo.test.mjs" "$root/tests/e2e/memory.test.mjs" \
+    "$root/tests/e2e/chat.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_fuzz() {
