@@ -9,6 +9,7 @@ export type RunaheadErrorCode =
   | 'unsupported_model'
   | 'chat_template'
   | 'tokenizer'
+  | 'invalid_messages'
   | 'empty_prompt'
   | 'prompt_too_long'
   | 'invalid_sampling'
@@ -122,15 +123,24 @@ export interface GenerateOptions {
   depth?: 'auto' | number;
   /** Wrap the prompt in the model's chat template as one user message. */
   chat?: boolean;
+  /**
+   * The text ends before the first of these it contains (`stop_reason: "stop"`); text that
+   * could start one is streamed only once it is known not to. At most 16, each 1 to 256 bytes.
+   */
+  stop?: string[];
   /** Aborting stops the generation after the token being verified. */
   signal?: AbortSignal;
 }
 
 /** One verified token. */
 export interface Chunk {
-  /** The text this token completes ("" for end tokens and unfinished characters). */
+  /**
+   * The text this token releases ("" for end tokens, unfinished characters and text held back
+   * because it could start a stop string).
+   */
   text: string;
-  token: number;
+  /** Undefined only for a last chunk of held-back text after the final token. */
+  token: number | undefined;
   /** Proposed by the drafter and accepted by the model. */
   fromDraft: boolean;
 }
@@ -153,7 +163,7 @@ export interface GenerationStats {
   tokens_per_second: number;
   backend: 'gpu';
   draft: string;
-  stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled';
+  stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled' | 'stop';
   /** Accepted over drafted tokens (0 without drafts). */
   acceptance_rate: number;
   /** Accepted draft tokens per verified draft. */
@@ -200,6 +210,86 @@ export interface ModelInfo {
   adapter: string;
 }
 
+/** One message of a conversation. */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** `model.chat.completions.create` request (OpenAI's fields, plus runahead's top_k, draft, depth). */
+export interface ChatCompletionRequest {
+  messages: ChatMessage[];
+  stream?: boolean;
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  seed?: number;
+  stop?: string | string[];
+  signal?: AbortSignal;
+  /** Ignored (the loaded model answers). */
+  model?: string;
+  /** Only 1. */
+  n?: 1;
+  top_k?: number;
+  draft?: GenerateOptions['draft'];
+  depth?: GenerateOptions['depth'];
+}
+
+/** end_of_text and stop give 'stop'; max_tokens and context_full 'length'. */
+export type FinishReason = 'stop' | 'length' | 'cancelled';
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  /** cached_tokens: leading prompt tokens reused from the previous turn's cache. */
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+/** runahead's extension of a response: the engine's statistics and each token's provenance. */
+export interface RunaheadExtension {
+  stats: GenerationStats;
+  provenance: GenerationResult['provenance'];
+  tokens: number[];
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: [{ index: 0; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }];
+  usage: ChatCompletionUsage;
+  runahead: RunaheadExtension;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: [{
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    /** null until the last chunk. */
+    finish_reason: FinishReason | null;
+  }];
+  /** On the last chunk only. */
+  usage?: ChatCompletionUsage;
+  /** On the last chunk only. */
+  runahead?: RunaheadExtension;
+}
+
+export interface Chat {
+  /** `generate` on a conversation. */
+  (messages: ChatMessage[], options?: GenerateOptions): Generation;
+  completions: {
+    create(request: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+    create(request: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+  };
+}
+
 export class Runahead {
   private constructor();
   /** The model cache (shared by every Runahead of this origin). */
@@ -224,7 +314,9 @@ export class Runahead {
   readonly generating: boolean;
   /** Same as `generating`. */
   readonly busy: boolean;
-  generate(prompt: string, options?: GenerateOptions): Generation;
+  generate(prompt: string | ChatMessage[], options?: GenerateOptions): Generation;
+  /** `chat(messages, options)`, and the OpenAI-shaped `chat.completions.create`. */
+  readonly chat: Chat;
   cancel(): void;
   /** Bytes of the WebAssembly memory of the thread that runs this engine. */
   wasmMemoryBytes(): Promise<number>;

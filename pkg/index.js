@@ -5,6 +5,7 @@
 // AbortSignal maps to cancel(), and every failure is a RunaheadError.
 
 import { Engine } from './wasm/runahead.js';
+import { createChat } from './chat.js';
 import { initialize, loadEngine, wasmMemoryBytes } from './core.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { WorkerEngine } from './remote.js';
@@ -34,7 +35,7 @@ class Generation {
       // one must not cancel the generation that made it busy).
       const wasBusy = engine.isGenerating;
       const cancel = () => engine.cancel();
-      started = engine.generate(String(prompt), rest, onToken);
+      started = engine.generate(Array.isArray(prompt) ? prompt : String(prompt), rest, onToken);
       if (!wasBusy) signal?.addEventListener('abort', cancel, { once: true });
       started = started.finally(() => signal?.removeEventListener('abort', cancel));
     }
@@ -120,6 +121,8 @@ export class Runahead {
     this.#info = info;
     this.#inWorker = inWorker;
     this.#from = from;
+    /** `chat(messages, options)` and `chat.completions.create(request)` (see chat.js). */
+    this.chat = createChat(this);
   }
 
   /** The model cache: `list()`, `delete(url)`, `clear()`. */
@@ -189,9 +192,10 @@ export class Runahead {
   }
 
   /**
-   * Starts generating after `prompt`. Options: `maxTokens`, `temperature`, `topK`, `topP`,
-   * `seed`, `draft` ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`,
-   * `signal`. Iterate the result with `for await`
+   * Starts generating after `prompt` (a string, or messages `[{role, content}]` rendered by the
+   * model's chat template). Options: `maxTokens`, `temperature`, `topK`, `topP`, `seed`, `draft`
+   * ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`, `stop` (strings that
+   * end the text), `signal`. Iterate the result with `for await`
    * to get `{text, token, fromDraft}` chunks; `.stats` and `.result` resolve when it ends.
    */
   generate(prompt, options = {}) {

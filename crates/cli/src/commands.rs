@@ -2,24 +2,16 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
-use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
-use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, ModelConfig, Tokenizer};
-use runahead_speculate::{generate_with, generation_json, GenerateOptions, SamplingParams};
+use anyhow::{bail, Result};
+use runahead_model::{ChatMessage, LanguageModel, ModelConfig, Tokenizer};
+use runahead_speculate::{
+    generate_text, generation_json, Depth, Drafter, GenerateOptions, KvTokens, StopStrings,
+};
 
-use crate::drafting::{build_drafter, depth, DraftBackend, DraftSpec};
-use crate::{Backend, GenerateArgs};
-
-fn open(path: &Path) -> Result<GgufFile> {
-    GgufFile::open(path).with_context(|| format!("cannot load model {}", path.display()))
-}
-
-fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
-    Tokenizer::from_metadata(&file.header.metadata).context("cannot build the tokenizer")
-}
+use crate::drafting::DraftSpec;
+use crate::engine::{chat_template, open, tokenizer, with_engine, EngineTask};
+use crate::GenerateArgs;
 
 pub fn info(path: &Path) -> Result<()> {
     let file = open(path)?;
@@ -105,23 +97,18 @@ pub fn tokenize(path: &Path, text: &str) -> Result<()> {
 }
 
 pub fn generate(args: &GenerateArgs) -> Result<()> {
-    let sampling = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-    };
-    sampling.validate()?;
-    let spec = DraftSpec::parse(&args.draft)?;
-    let file = open(&args.model)?;
+    let (opts, stop) = args.sample.options()?;
+    DraftSpec::parse(&args.engine.draft)?;
+    let file = open(&args.engine.model)?;
     let tok = tokenizer(&file)?;
     let text = if args.chat {
-        let meta = &file.header.metadata;
-        let source = meta
-            .str("tokenizer.chat_template")
-            .context("--chat: the model has no chat template (tokenizer.chat_template)")?;
-        let template = ChatTemplate::for_tokenizer(source, &tok)?;
-        template.render(&[ChatMessage::new("user", &args.prompt)], true)?
+        let template = chat_template(&file, &tok, "--chat")?;
+        let mut messages = Vec::new();
+        if let Some(system) = &args.system {
+            messages.push(ChatMessage::new("system", system));
+        }
+        messages.push(ChatMessage::new("user", &args.prompt));
+        template.render_conversation(&messages)?
     } else {
         args.prompt.clone()
     };
@@ -129,94 +116,76 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt is empty: give some text with --prompt");
     }
-    if let Some(0) = args.context {
-        bail!("--context must be at least 1");
-    }
-    let opts = GenerateOptions {
-        max_tokens: args.max_tokens,
-        sampling,
-        ..GenerateOptions::default()
+    let task = Generate {
+        tok: &tok,
+        prompt: &prompt,
+        opts,
+        stop,
+        args,
     };
-    match args.backend {
-        Backend::Cpu => {
-            let file = Arc::new(file);
-            let mut model = crate::load_cpu(&file, args.context, args.threads)?;
-            eprintln!("[cpu: {}]", crate::cpu_detail(&model));
-            let context = model.capacity();
-            let backend = DraftBackend::Cpu {
-                threads: args.threads,
-            };
-            let drafter = build_drafter(&spec, &tok, backend, context)?;
-            run(&mut model, drafter, &tok, &prompt, opts, args)
-        }
-        Backend::Reference => {
-            let mut model =
-                CpuModel::load(&file, args.context).context("cannot load the model's weights")?;
-            let context = model.capacity();
-            let drafter = build_drafter(&spec, &tok, DraftBackend::Reference, context)?;
-            run(&mut model, drafter, &tok, &prompt, opts, args)
-        }
-        Backend::Gpu => {
-            let ctx = crate::open_gpu(args.gpu_kernels)?;
-            let mut model = GpuModel::load(&ctx, &file, args.context)
-                .context("cannot load the model onto the GPU")?;
-            let context = model.capacity();
-            let drafter = build_drafter(&spec, &tok, DraftBackend::Gpu(&ctx), context)?;
-            run(&mut model, drafter, &tok, &prompt, opts, args)
-        }
-    }
+    with_engine(&args.engine, file, &tok, task)
 }
 
-fn run<M: LanguageModel>(
-    model: &mut M,
-    mut drafter: Option<Box<dyn runahead_speculate::Drafter>>,
-    tok: &Tokenizer,
-    prompt: &[u32],
-    mut opts: GenerateOptions,
-    args: &GenerateArgs,
-) -> Result<()> {
-    opts.depth = depth(&args.depth, model, drafter.is_some())?;
-    let mut decoder = tok.decoder();
-    let mut stdout = std::io::stdout();
-    let stream = !args.json;
-    let result = pollster::block_on(generate_with(
-        model,
-        drafter.as_deref_mut(),
-        prompt,
-        &opts,
-        |t| tok.is_end(t),
-        |t, _| {
-            if stream && !tok.is_end(t) {
-                let piece = decoder.push(t);
-                // A closed stdout (e.g. `| head`) is not an error worth aborting generation for.
-                let _ = stdout
-                    .write_all(piece.as_bytes())
-                    .and_then(|_| stdout.flush());
-            }
-            ControlFlow::Continue(())
-        },
-    ))?;
-    let s = &result.stats;
-    if args.json {
-        let out = generation_json(&result, tok, args.backend.name(), &args.draft);
-        println!("{out}");
-    } else {
-        let _ = stdout.write_all(decoder.finish().as_bytes());
-        println!();
-        eprintln!(
-            "[{} prompt tokens, {} generated in {:.2} s ({:.2} tokens/s), prefill {:.2} s, backend {}, stop: {}; draft {}: {} target forwards, {}/{} drafted tokens accepted]",
-            s.prompt_tokens,
-            s.generated_tokens,
-            s.decode_seconds,
-            s.tokens_per_second(),
-            s.prefill_seconds,
-            args.backend.name(),
-            result.stop.as_str(),
-            args.draft,
-            s.target_forwards,
-            s.accepted,
-            s.drafted,
-        );
+/// One generation, streamed to stdout or printed as JSON.
+struct Generate<'a> {
+    tok: &'a Tokenizer,
+    prompt: &'a [u32],
+    opts: GenerateOptions,
+    stop: StopStrings,
+    args: &'a GenerateArgs,
+}
+
+impl EngineTask for Generate<'_> {
+    fn run<M: LanguageModel>(
+        mut self,
+        model: &mut M,
+        mut drafter: Option<Box<dyn Drafter>>,
+        depth: Depth,
+    ) -> Result<()> {
+        let (tok, args) = (self.tok, self.args);
+        self.opts.depth = depth;
+        let mut stdout = std::io::stdout();
+        let stream = !args.json;
+        let result = pollster::block_on(generate_text(
+            model,
+            drafter.as_deref_mut(),
+            &mut KvTokens::default(),
+            self.prompt,
+            &self.opts,
+            tok,
+            &self.stop,
+            |piece| {
+                if stream {
+                    // A closed stdout (e.g. `| head`) is not an error worth aborting for.
+                    let _ = stdout
+                        .write_all(piece.text.as_bytes())
+                        .and_then(|_| stdout.flush());
+                }
+                ControlFlow::Continue(())
+            },
+        ))?;
+        let s = &result.stats;
+        let backend = args.engine.backend.name();
+        if args.json {
+            let out = generation_json(&result, tok, backend, &args.engine.draft);
+            println!("{out}");
+        } else {
+            println!();
+            eprintln!(
+                "[{} prompt tokens, {} generated in {:.2} s ({:.2} tokens/s), prefill {:.2} s, backend {}, stop: {}; draft {}: {} target forwards, {}/{} drafted tokens accepted]",
+                s.prompt_tokens,
+                s.generated_tokens,
+                s.decode_seconds,
+                s.tokens_per_second(),
+                s.prefill_seconds,
+                backend,
+                result.stop.as_str(),
+                args.engine.draft,
+                s.target_forwards,
+                s.accepted,
+                s.drafted,
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }

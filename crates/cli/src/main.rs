@@ -2,8 +2,10 @@
 //! contract: info, tokenize, generate).
 
 mod bench;
+mod chat;
 mod commands;
 mod drafting;
+mod engine;
 mod spec_bench;
 
 use std::path::PathBuf;
@@ -41,6 +43,9 @@ enum Command {
     },
     /// Generates a continuation of a prompt.
     Generate(GenerateArgs),
+    /// Chats with a model: reads a message per line from stdin, streams the answers, and keeps
+    /// the conversation (and the engine's cache of it) between turns. EOF ends it.
+    Chat(chat::ChatArgs),
     /// Measures prefill and decoding speed per backend on a set of prompts, in one run.
     Bench(bench::BenchArgs),
 }
@@ -48,51 +53,26 @@ enum Command {
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 struct GenerateArgs {
-    #[arg(long)]
-    model: PathBuf,
+    #[command(flatten)]
+    engine: engine::EngineArgs,
     /// Raw prompt text, tokenized as is (control tokens such as <|im_start|> are recognized).
     #[arg(long)]
     prompt: String,
     /// Apply the model's chat template to the prompt as one user message.
     #[arg(long)]
     chat: bool,
-    #[arg(long, default_value_t = 128)]
-    max_tokens: usize,
-    /// 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// 0 keeps every token.
-    #[arg(long, default_value_t = 0)]
-    top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
-    top_p: f32,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    backend: Backend,
-    /// Threads of the cpu backend (default: the machine's cores).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// none | ngram | suffix | model:PATH | auto | auto:PATH (suffix lookup or a draft model)
-    #[arg(long, default_value = "none")]
-    draft: String,
-    /// Draft tokens verified per step: auto (calibrated on the device, adapted to acceptance)
-    /// or a fixed number.
-    #[arg(long, default_value = "auto")]
-    depth: String,
-    /// KV cache size in tokens (default: the model's context length).
-    #[arg(long)]
-    context: Option<usize>,
-    /// Which GPU kernels --backend gpu runs.
-    #[arg(long, value_enum, default_value_t = GpuKernels::Auto)]
-    gpu_kernels: GpuKernels,
+    /// With --chat: a system message before the prompt.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    system: Option<String>,
+    #[command(flatten)]
+    sample: engine::SampleArgs,
     /// Print one JSON object with tokens, text and stats when done.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
+pub enum Backend {
     /// The CPU engine: weights in their block formats, SIMD kernels, threads.
     Cpu,
     /// The f32 reference engine (slow; the oracle the others are tested against).
@@ -141,7 +121,7 @@ fn cpu_detail(engine: &runahead_cpu::CpuEngine) -> String {
 
 /// Which GPU kernels to run (`--gpu-kernels`).
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum GpuKernels {
+pub enum GpuKernels {
     /// The adapter's: `emulated` on a GPU emulated on the CPU (lavapipe), `gpu` on the rest.
     Auto,
     /// Whole rows per invocation and no barriers, for GPUs emulated on a CPU.
@@ -172,6 +152,7 @@ fn main() -> ExitCode {
         Command::Info { model } => commands::info(&model),
         Command::Tokenize { model, text } => commands::tokenize(&model, &text),
         Command::Generate(args) => commands::generate(&args),
+        Command::Chat(args) => chat::run(&args),
         Command::Bench(args) => bench::run(&args),
     };
     match result {

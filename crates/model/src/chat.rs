@@ -63,6 +63,13 @@ impl ChatMessage {
     }
 }
 
+/// Roles a conversation passed to [`ChatTemplate::render_conversation`] may use.
+pub const CHAT_ROLES: &[&str] = &["system", "user", "assistant"];
+
+/// Most messages one conversation may have (far beyond a context window's worth of turns; it
+/// bounds the work before the context limit is known).
+pub const MAX_MESSAGES: usize = 10_000;
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
@@ -121,6 +128,13 @@ impl ChatTemplate {
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         self.render_with_cost(messages, add_generation_prompt)
             .map(|(text, _)| text)
+    }
+
+    /// Renders a conversation a user sent (the chat API): at least one message, each with a
+    /// role of [`CHAT_ROLES`], with the assistant's turn opened after the last.
+    pub fn render_conversation(&self, messages: &[ChatMessage]) -> Result<String> {
+        check_conversation(messages)?;
+        self.render(messages, true)
     }
 
     /// [`ChatTemplate::render`] that also returns the steps (fuel) the render took, to check
@@ -184,6 +198,34 @@ const RENDER_STACK: usize = 256 << 20;
 
 /// Runs `render` on a thread with [`RENDER_STACK`] of stack. On wasm32 there are no threads:
 /// the render runs on the caller's stack (docs/fuzzing.md, "Open").
+/// What [`ChatTemplate::render_conversation`] refuses, without rendering anything.
+pub fn check_conversation(messages: &[ChatMessage]) -> Result<()> {
+    if messages.is_empty() {
+        return Err(ModelError::InvalidMessages(
+            "the conversation is empty: give at least one message".into(),
+        ));
+    }
+    if messages.len() > MAX_MESSAGES {
+        return Err(ModelError::InvalidMessages(format!(
+            "{} messages, more than the {MAX_MESSAGES} a conversation may have",
+            messages.len()
+        )));
+    }
+    for (i, m) in messages.iter().enumerate() {
+        if !CHAT_ROLES.contains(&m.role.as_str()) {
+            let mut role: String = m.role.chars().take(40).collect();
+            if role.len() < m.role.len() {
+                role.push_str("...");
+            }
+            return Err(ModelError::InvalidMessages(format!(
+                "message {i} has role {role:?}: expected one of {}",
+                CHAT_ROLES.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn on_render_stack<T: Send>(render: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -548,6 +590,31 @@ mod tests {
             out,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
         );
+    }
+
+    #[test]
+    fn conversations_are_checked_before_rendering() {
+        let t = ChatTemplate::new(CHATML, "<|im_start|>", "<|im_end|>").unwrap();
+        let conversation = [
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Hi"),
+            ChatMessage::new("assistant", "Hello."),
+            ChatMessage::new("user", "Bye"),
+        ];
+        assert_eq!(
+            t.render_conversation(&conversation).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n"
+        );
+        let empty = t.render_conversation(&[]).unwrap_err();
+        assert!(matches!(empty, ModelError::InvalidMessages(_)), "{empty}");
+        let tool = t
+            .render_conversation(&[ChatMessage::new("tool", "{}")])
+            .unwrap_err();
+        assert!(matches!(tool, ModelError::InvalidMessages(_)), "{tool}");
+        assert!(tool.to_string().contains("\"tool\""), "{tool}");
+        let long_role = "r".repeat(10_000);
+        let e = check_conversation(&[ChatMessage::new(&long_role, "")]).unwrap_err();
+        assert!(e.to_string().len() < 200, "{e}");
     }
 
     #[test]

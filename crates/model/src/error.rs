@@ -42,6 +42,10 @@ pub enum ModelError {
     /// The rendered text grew past the size limit.
     #[error("chat template: the rendered text exceeds {limit} bytes")]
     ChatTemplateOutput { limit: usize },
+    /// A conversation the chat API refuses before rendering: no messages, or a role other
+    /// than `system`, `user` and `assistant`.
+    #[error("messages: {0}")]
+    InvalidMessages(String),
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("context is full: {needed} positions needed, the context holds {context}")]

@@ -13,7 +13,10 @@ mod tensors;
 pub mod testing;
 mod tokenizer;
 
-pub use chat::{ChatMessage, ChatTemplate, TEMPLATE_FUEL, TEMPLATE_OUTPUT_SLACK};
+pub use chat::{
+    check_conversation, ChatMessage, ChatTemplate, CHAT_ROLES, MAX_MESSAGES, TEMPLATE_FUEL,
+    TEMPLATE_OUTPUT_SLACK,
+};
 pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;

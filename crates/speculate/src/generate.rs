@@ -47,6 +47,8 @@ pub enum StopReason {
     ContextFull,
     /// The token callback asked to stop.
     Cancelled,
+    /// The text contains a stop string ([`crate::generate_text`]).
+    Stop,
 }
 
 impl StopReason {
@@ -56,6 +58,7 @@ impl StopReason {
             StopReason::MaxTokens => "max_tokens",
             StopReason::ContextFull => "context_full",
             StopReason::Cancelled => "cancelled",
+            StopReason::Stop => "stop",
         }
     }
 }
@@ -186,6 +189,9 @@ pub struct Generation {
     pub provenance: Vec<Provenance>,
     pub stop: StopReason,
     pub stats: Stats,
+    /// The text, when stop strings cut it ([`crate::generate_text`]); otherwise the tokens
+    /// without end tokens decode to it.
+    pub text: Option<String>,
     /// The depth policy after this generation, to pass to the next: an adaptive one with its
     /// cost model refined by this generation's forwards (and timed behind a long context if it
     /// reached one) and its drafters' calibration.
@@ -298,6 +304,7 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
         provenance: Vec::new(),
         stop: StopReason::MaxTokens,
         stats: Stats::default(),
+        text: None,
         depth: Depth::default(),
     };
     if opts.max_tokens == 0 {

@@ -12,7 +12,9 @@ mod history;
 mod model_drafter;
 mod report;
 mod sampling;
+mod stop;
 mod suffix;
+mod text;
 mod verify;
 
 pub use auto::AutoDrafter;
@@ -30,5 +32,7 @@ pub use history::{
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};
+pub use stop::{Released, StopError, StopMatcher, StopStrings, MAX_STOP_BYTES, MAX_STOP_STRINGS};
 pub use suffix::{SuffixDrafter, SuffixTrie};
+pub use text::{generate_text, Piece};
 pub use verify::{verification_batch, verify, walk_greedy, walk_sampling, Rejection, Verdict};

@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 
 use crate::{Generation, Provenance};
 
-/// `{tokens, text, stats, provenance}`. `text` decodes the tokens without end tokens; `stats`
+/// `{tokens, text, stats, provenance}`. `text` decodes the tokens without end tokens (or is
+/// the text before a stop string); `stats`
 /// carries the counters, timings, rates and per-drafter figures of the run, with `backend` and
 /// `draft` as the caller names them.
 pub fn generation_json(
@@ -49,7 +50,7 @@ pub fn generation_json(
         .collect();
     json!({
         "tokens": generation.tokens,
-        "text": tokenizer.decode(&text_tokens),
+        "text": generation.text.clone().unwrap_or_else(|| tokenizer.decode(&text_tokens)),
         "stats": {
             "prompt_tokens": s.prompt_tokens,
             "cached_tokens": s.cached_tokens,

@@ -4,7 +4,7 @@
 use runahead_gguf::GgufError;
 use runahead_gpu::GpuError;
 use runahead_model::ModelError;
-use runahead_speculate::{GenerateError, SamplingError};
+use runahead_speculate::{GenerateError, SamplingError, StopError};
 use wasm_bindgen::JsValue;
 
 /// Stable error codes. Adding one is fine; renaming one breaks pages that test for it.
@@ -27,6 +27,8 @@ pub enum Code {
     /// The model's chat template is missing or failed to render.
     ChatTemplate,
     Tokenizer,
+    /// `messages` is empty or has a role other than system, user, assistant.
+    InvalidMessages,
     EmptyPrompt,
     PromptTooLong,
     InvalidSampling,
@@ -55,6 +57,7 @@ impl Code {
             Code::UnsupportedModel => "unsupported_model",
             Code::ChatTemplate => "chat_template",
             Code::Tokenizer => "tokenizer",
+            Code::InvalidMessages => "invalid_messages",
             Code::EmptyPrompt => "empty_prompt",
             Code::PromptTooLong => "prompt_too_long",
             Code::InvalidSampling => "invalid_sampling",
@@ -119,6 +122,7 @@ impl From<ModelError> for WebError {
             | ModelError::IncompatibleDraft(_)
             | ModelError::NoUsableLogit { .. } => Code::UnsupportedModel,
             ModelError::Tokenizer(_) => Code::Tokenizer,
+            ModelError::InvalidMessages(_) => Code::InvalidMessages,
             ModelError::ChatTemplate(_)
             | ModelError::ChatTemplateFuel { .. }
             | ModelError::ChatTemplateOutput { .. } => Code::ChatTemplate,
@@ -138,6 +142,12 @@ impl From<ModelError> for WebError {
 impl From<SamplingError> for WebError {
     fn from(e: SamplingError) -> Self {
         WebError::new(Code::InvalidSampling, e.to_string())
+    }
+}
+
+impl From<StopError> for WebError {
+    fn from(e: StopError) -> Self {
+        WebError::new(Code::InvalidOption, e.to_string())
     }
 }
 

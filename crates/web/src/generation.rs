@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_cached, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
-    KvTokens, NgramDrafter, Provenance, SamplingParams, SuffixDrafter,
+    calibrate, generate_text, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
+    KvTokens, NgramDrafter, Provenance, SamplingParams, StopStrings, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -97,6 +97,7 @@ fn check_drafter(name: &str) -> Result<(), WebError> {
 pub fn validate(opts: &options::GenerateOptions) -> Result<(), WebError> {
     sampling(opts).validate()?;
     check_drafter(&opts.draft)?;
+    stop_strings(opts)?;
     match &opts.depth {
         DepthOption::Fixed(n) if *n >= 1 => Ok(()),
         DepthOption::Named(name) if name == "auto" => Ok(()),
@@ -105,6 +106,10 @@ pub fn validate(opts: &options::GenerateOptions) -> Result<(), WebError> {
             format!("depth: expected \"auto\" or a number of draft tokens >= 1, got {other}"),
         )),
     }
+}
+
+fn stop_strings(opts: &options::GenerateOptions) -> Result<StopStrings, WebError> {
+    Ok(StopStrings::new(opts.stop.clone())?)
 }
 
 fn sampling(opts: &options::GenerateOptions) -> SamplingParams {
@@ -118,8 +123,10 @@ fn sampling(opts: &options::GenerateOptions) -> SamplingParams {
 
 /// Generates after `prompt` and returns what `runahead generate --json` prints: `{tokens, text,
 /// stats, provenance}`, with `stats.backend` set to `backend`. `on_piece(text, token,
-/// from_draft)` sees each verified token with the text it completes (end tokens and bytes of an
-/// unfinished character give ""), and stops the generation by returning `Break`.
+/// from_draft)` sees each verified token with the text it releases (end tokens, bytes of an
+/// unfinished character and text that could start a stop string give ""; the token is `None`
+/// for a last piece of held-back text, see [`runahead_speculate::Piece`]), and stops the
+/// generation by returning `Break`.
 pub async fn run<M: LanguageModel>(
     model: &mut M,
     tokenizer: &Tokenizer,
@@ -127,9 +134,10 @@ pub async fn run<M: LanguageModel>(
     opts: &options::GenerateOptions,
     drafters: &mut Drafters,
     backend: &str,
-    mut on_piece: impl FnMut(&str, u32, bool) -> ControlFlow<()>,
+    mut on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
 ) -> Result<Value, WebError> {
     validate(opts)?;
+    let stop = stop_strings(opts)?;
     let generate_opts = GenerateOptions {
         max_tokens: opts.max_tokens,
         sampling: sampling(opts),
@@ -139,21 +147,17 @@ pub async fn run<M: LanguageModel>(
     // Out while the generation runs: one that fails leaves no record to trust.
     let mut kv = std::mem::take(&mut drafters.kv);
     let drafter = drafters.get(&opts.draft)?;
-    let mut decoder = tokenizer.decoder();
-    let mut result = generate_cached(
+    let mut result = generate_text(
         model,
         drafter,
         &mut kv,
         prompt,
         &generate_opts,
-        |t| tokenizer.is_end(t),
-        |t, from| {
-            let piece = if tokenizer.is_end(t) {
-                String::new()
-            } else {
-                decoder.push(t)
-            };
-            on_piece(&piece, t, from == Provenance::Draft)
+        tokenizer,
+        &stop,
+        |piece| {
+            let from_draft = piece.provenance == Provenance::Draft;
+            on_piece(piece.text, piece.token, from_draft)
         },
     )
     .await?;
@@ -214,7 +218,7 @@ mod tests {
         };
         let prompt = [5, 77, 120, 3, 260, 5, 77, 120];
         let (mut pieces, mut from_draft, mut seen) = (String::new(), 0, 0);
-        let on_piece = |text: &str, _: u32, draft: bool| {
+        let on_piece = |text: &str, _: Option<u32>, draft: bool| {
             pieces.push_str(text);
             from_draft += draft as usize;
             seen += 1;
@@ -337,6 +341,46 @@ mod tests {
     }
 
     #[test]
+    fn stop_strings_end_the_text_for_every_drafter() {
+        // The tiny model answers this prompt with "9" and then "$" over and over.
+        let prompt = [85, 32, 69, 106, 53, 90, 37, 74, 111, 58];
+        for draft in DRAFTERS {
+            let file = tiny_file();
+            let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+            let opts = options::GenerateOptions {
+                max_tokens: 24,
+                draft: draft.to_string(),
+                depth: DepthOption::Fixed(4),
+                stop: vec!["$$$$$".into()],
+                ..Default::default()
+            };
+            let mut pieces = String::new();
+            let out = pollster::block_on(run(
+                &mut model,
+                &tiny_tokenizer(),
+                &prompt,
+                &opts,
+                &mut Drafters::default(),
+                "cpu",
+                |text, _, _| {
+                    pieces.push_str(text);
+                    ControlFlow::Continue(())
+                },
+            ))
+            .expect("generates");
+            assert_eq!(out["stats"]["stop_reason"], "stop", "{draft}: {out}");
+            assert_eq!(out["text"], "9", "{draft}");
+            assert_eq!(pieces, "9", "{draft}");
+            assert_eq!(tokens(&out).len(), 6, "{draft}");
+        }
+        let too_many = options::GenerateOptions {
+            stop: vec!["x".into(); 17],
+            ..Default::default()
+        };
+        assert_eq!(validate(&too_many).unwrap_err().code, Code::InvalidOption);
+    }
+
+    #[test]
     fn break_from_the_callback_cancels() {
         let run = generate("none", Some(3)).expect("cancelled run");
         assert_eq!(run.out["stats"]["stop_reason"], "cancelled");
@@ -363,7 +407,7 @@ mod tests {
             ..Default::default()
         };
         let mut turn = |prompt: &[u32]| {
-            let go = |_: &str, _: u32, _: bool| ControlFlow::Continue(());
+            let go = |_: &str, _: Option<u32>, _: bool| ControlFlow::Continue(());
             pollster::block_on(run(
                 &mut model,
                 &tokenizer,
@@ -393,7 +437,7 @@ mod tests {
             two["stats"]
         );
         let mut fresh_model = CpuModel::load(&file, Some(64)).expect("tiny model");
-        let go = |_: &str, _: u32, _: bool| ControlFlow::Continue(());
+        let go = |_: &str, _: Option<u32>, _: bool| ControlFlow::Continue(());
         let fresh = pollster::block_on(run(
             &mut fresh_model,
             &tokenizer,

@@ -81,13 +81,16 @@ impl Engine {
         Ok(ids)
     }
 
-    /// Generates a continuation of `prompt` and resolves to `{tokens, text, stats}`, the object
-    /// `runahead generate --json` prints. `options`: `{maxTokens, temperature, topK, topP, seed,
-    /// draft, depth, chat}`. `onToken(text, tokenId, fromDraft)` is called for every verified token;
-    /// returning `false` stops the generation like `cancel()` does.
+    /// Generates a continuation of `prompt` (a string, or an array of messages `{role,
+    /// content}` rendered by the model's chat template with the assistant's turn opened) and
+    /// resolves to `{tokens, text, stats}`, the object `runahead generate --json` prints.
+    /// `options`: `{maxTokens, temperature, topK, topP, seed, draft, depth, chat, stop}`.
+    /// `onToken(text, tokenId, fromDraft)` is called for every verified token (and once with
+    /// `tokenId` undefined for text held back for a stop string until the end); returning
+    /// `false` stops the generation like `cancel()` does.
     pub fn generate(
         &self,
-        prompt: String,
+        prompt: JsValue,
         options: JsValue,
         on_token: Option<js_sys::Function>,
     ) -> js_sys::Promise {
@@ -159,18 +162,19 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
 async fn run_generation(
     loaded: &mut Loaded,
     session: &Session,
-    prompt: &str,
+    prompt: &JsValue,
     options: &JsValue,
     on_token: Option<&js_sys::Function>,
     cancel: &Cell<bool>,
 ) -> Result<JsValue, WebError> {
     let opts: GenerateOptions = options::from_js(options)?;
     generation::validate(&opts)?;
-    let prompt = session.prompt_tokens(prompt, opts.chat)?;
+    let prompt = session.prompt_tokens(&options::prompt_from_js(prompt)?, opts.chat)?;
     let mut thrown = None;
-    let on_piece = |text: &str, token: u32, from_draft: bool| {
+    let on_piece = |text: &str, token: Option<u32>, from_draft: bool| {
         if let Some(f) = on_token {
-            let args = (JsValue::from(text), token.into(), from_draft.into());
+            let token = token.map_or(JsValue::UNDEFINED, JsValue::from);
+            let args = (JsValue::from(text), token, from_draft.into());
             match f.call3(&JsValue::NULL, &args.0, &args.1, &args.2) {
                 Ok(v) if v.as_bool() == Some(false) => return ControlFlow::Break(()),
                 Ok(_) => {}

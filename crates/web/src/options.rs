@@ -1,6 +1,7 @@
 //! Options objects passed from JavaScript. They cross the boundary as JSON (they are plain
 //! numbers, strings and booleans), so a typo in a field name is reported instead of ignored.
 
+use runahead_model::ChatMessage;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
@@ -31,6 +32,8 @@ pub struct GenerateOptions {
     pub draft: String,
     /// Wrap the prompt in the model's chat template as one user message.
     pub chat: bool,
+    /// The generation ends when its text contains one of these (checked by the generation).
+    pub stop: Vec<String>,
     /// Draft tokens verified per step: `"auto"` (the device's verification cost, measured at
     /// the first speculative generation, weighed against the running acceptance) or a number.
     pub depth: DepthOption,
@@ -64,9 +67,63 @@ impl Default for GenerateOptions {
             seed: 0,
             draft: "none".into(),
             chat: false,
+            stop: Vec::new(),
             depth: DepthOption::Named("auto".into()),
         }
     }
+}
+
+/// What `generate` continues: text, or a conversation for the model's chat template.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Messages(Vec<ChatMessage>),
+}
+
+/// One message as the page sends it (`{role, content}`; other fields, such as OpenAI's
+/// `name`, are ignored).
+#[derive(Deserialize)]
+struct MessageIn {
+    role: String,
+    content: String,
+}
+
+/// Reads `generate`'s first argument: a string, or an array of `{role, content}`.
+pub fn prompt_from_js(value: &JsValue) -> Result<Prompt, WebError> {
+    if let Some(text) = value.as_string() {
+        return Ok(Prompt::Text(text));
+    }
+    let not_messages = || {
+        WebError::new(
+            Code::InvalidMessages,
+            "expected a prompt string or an array of messages {role, content}",
+        )
+    };
+    if !js_sys::Array::is_array(value) {
+        return Err(not_messages());
+    }
+    let json = js_sys::JSON::stringify(value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(not_messages)?;
+    messages_from_json(&json).map(Prompt::Messages)
+}
+
+/// The JSON half of [`prompt_from_js`] for an array of messages.
+pub fn messages_from_json(json: &str) -> Result<Vec<ChatMessage>, WebError> {
+    let messages: Vec<MessageIn> = serde_json::from_str(json).map_err(|e| {
+        WebError::new(
+            Code::InvalidMessages,
+            format!("messages: each must be {{role, content}} with string values: {e}"),
+        )
+    })?;
+    Ok(messages
+        .into_iter()
+        .map(|m| ChatMessage {
+            role: m.role,
+            content: m.content,
+        })
+        .collect())
 }
 
 /// Reads an options object; `undefined` and `null` give the defaults.
@@ -120,5 +177,22 @@ mod tests {
         assert_eq!(negative.code, Code::InvalidOption);
         let fraction = from_json::<LoadOptions>(r#"{"context": 1.5}"#).unwrap_err();
         assert_eq!(fraction.code, Code::InvalidOption);
+        let stop = from_json::<GenerateOptions>(r#"{"stop": "x"}"#).unwrap_err();
+        assert_eq!(stop.code, Code::InvalidOption);
+    }
+
+    #[test]
+    fn messages_parse_with_extra_fields_and_refuse_wrong_shapes() {
+        let m = messages_from_json(r#"[{"role": "user", "content": "Hi", "name": "a"}]"#)
+            .expect("valid messages");
+        assert_eq!(m, [ChatMessage::new("user", "Hi")]);
+        for bad in [
+            r#"[{"role": "user"}]"#,
+            r#"[{"role": 1, "content": "x"}]"#,
+            "{}",
+        ] {
+            let e = messages_from_json(bad).unwrap_err();
+            assert_eq!(e.code, Code::InvalidMessages, "{bad}");
+        }
     }
 }

@@ -5,10 +5,13 @@
 use std::collections::BTreeMap;
 
 use runahead_gguf::GgufFile;
-use runahead_model::{ChatMessage, ChatTemplate, ModelConfig, ModelError, Tokenizer};
+use runahead_model::{
+    check_conversation, ChatMessage, ChatTemplate, ModelConfig, ModelError, Tokenizer,
+};
 use serde::Serialize;
 
 use crate::error::{Code, WebError};
+use crate::options::Prompt;
 
 /// `engine.info()`.
 #[derive(Clone, Debug, Serialize)]
@@ -116,20 +119,20 @@ impl Session {
         self.info.adapter = adapter.to_owned();
     }
 
-    /// Token ids of `prompt`: raw (tokenized as is) or, with `chat`, wrapped by the model's
-    /// chat template as one user message, as `runahead generate [--chat]` does.
-    pub fn prompt_tokens(&self, prompt: &str, chat: bool) -> Result<Vec<u32>, WebError> {
-        let text = if chat {
-            let template = self.template.as_ref().ok_or_else(|| {
-                WebError::new(
-                    Code::ChatTemplate,
-                    "chat: the model has no chat template (tokenizer.chat_template); \
-                     send the prompt raw instead",
-                )
-            })?;
-            template.render(&[ChatMessage::new("user", prompt)], true)?
-        } else {
-            prompt.to_owned()
+    /// Token ids of `prompt`: text raw (tokenized as is) or, with `chat`, wrapped by the
+    /// model's chat template as one user message, as `runahead generate [--chat]` does; a
+    /// conversation rendered by the template with the assistant's turn opened.
+    pub fn prompt_tokens(&self, prompt: &Prompt, chat: bool) -> Result<Vec<u32>, WebError> {
+        let text = match prompt {
+            Prompt::Text(text) if !chat => text.clone(),
+            Prompt::Text(text) => self
+                .template()?
+                .render(&[ChatMessage::new("user", text)], true)?,
+            Prompt::Messages(messages) => {
+                // Checked first: a bad conversation is the caller's error on any model.
+                check_conversation(messages)?;
+                self.template()?.render_conversation(messages)?
+            }
         };
         let ids = self.tokenizer.encode(&text)?;
         if ids.is_empty() {
@@ -139,5 +142,15 @@ impl Session {
             ));
         }
         Ok(ids)
+    }
+
+    fn template(&self) -> Result<&ChatTemplate, WebError> {
+        self.template.as_ref().ok_or_else(|| {
+            WebError::new(
+                Code::ChatTemplate,
+                "chat: the model has no chat template (tokenizer.chat_template); \
+                 send the prompt raw instead",
+            )
+        })
     }
 }

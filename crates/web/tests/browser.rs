@@ -271,11 +271,11 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
         assert_eq!(code(&error), want, "{opts}: {error:?}");
     }
     let long = "word ".repeat(CONTEXT);
-    let error = JsFuture::from(engine.generate(long, JsValue::UNDEFINED, None))
+    let error = JsFuture::from(engine.generate(long.into(), JsValue::UNDEFINED, None))
         .await
         .expect_err("prompt longer than the context");
     assert_eq!(code(&error), "prompt_too_long");
-    let error = JsFuture::from(engine.generate(String::new(), JsValue::UNDEFINED, None))
+    let error = JsFuture::from(engine.generate("".into(), JsValue::UNDEFINED, None))
         .await
         .expect_err("empty prompt");
     assert_eq!(code(&error), "empty_prompt");
