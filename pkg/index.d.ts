@@ -35,6 +35,13 @@ export interface LoadProgress {
 export interface LoadOptions {
   /** KV cache size in tokens (default 4096, capped by the model's trained context). */
   context?: number;
+  /**
+   * Which engine runs the model. 'auto' (default): WebGPU when its adapter is a hardware one
+   * whose limits suffice, else the CPU engine (WebAssembly SIMD, one thread), which is also
+   * faster than a software (fallback) WebGPU adapter. 'webgpu': WebGPU or the error
+   * `no_webgpu`. 'cpu': the CPU engine.
+   */
+  backend?: 'auto' | 'webgpu' | 'cpu';
   onProgress?: (progress: LoadProgress) => void;
   signal?: AbortSignal;
   /** Where to fetch runahead_bg.wasm from (default: next to this package's files). */
@@ -90,7 +97,8 @@ export interface GenerationStats {
   calibration_seconds: number;
   /** Generated tokens over decoding time (prefill excluded). */
   tokens_per_second: number;
-  backend: 'gpu';
+  /** The engine that generated: 'gpu' (WebGPU) or 'cpu'. */
+  backend: 'gpu' | 'cpu';
   draft: string;
   stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled';
   /** Accepted over drafted tokens (0 without drafts). */
@@ -136,6 +144,11 @@ export interface ModelInfo {
   bos?: number;
   eos?: number;
   endOfTurn?: number;
+  /** The engine the model runs on. */
+  backend: 'webgpu' | 'cpu';
+  /** Why `backend: 'auto'` chose the CPU engine (no WebGPU, a fallback adapter, small limits). */
+  backendReason?: string;
+  /** The WebGPU adapter, or the CPU engine's kernels and threads ("CPU engine (simd128, 1 thread)"). */
   adapter: string;
 }
 

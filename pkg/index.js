@@ -214,7 +214,7 @@ class Generation {
   }
 }
 
-/** A model loaded onto the GPU. */
+/** A model loaded onto the GPU or the CPU engine. */
 export class Runahead {
   #engine;
 
@@ -226,13 +226,14 @@ export class Runahead {
   }
 
   /**
-   * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array), opens a WebGPU device and
-   * uploads the weights. Options: `context` (KV cache size in tokens), `onProgress({loaded,
-   * total})` while reading, `signal` (AbortSignal), `wasmUrl`.
+   * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array) and loads it onto WebGPU or
+   * the CPU engine. Options: `context` (KV cache size in tokens), `backend` ('auto', the
+   * default: WebGPU on a hardware adapter, else the CPU engine; 'webgpu'; 'cpu'),
+   * `onProgress({loaded, total})` while reading, `signal` (AbortSignal), `wasmUrl`.
    */
-  static async load(source, { context, onProgress, signal, wasmUrl } = {}) {
+  static async load(source, { context, backend = 'auto', onProgress, signal, wasmUrl } = {}) {
     await initialize(wasmUrl);
-    if (typeof navigator !== 'undefined' && !navigator.gpu) {
+    if (backend === 'webgpu' && typeof navigator !== 'undefined' && !navigator.gpu) {
       // Before any model byte is fetched.
       throw new RunaheadError(
         'no_webgpu',
@@ -246,7 +247,7 @@ export class Runahead {
       throw abortError('loading the model');
     }
     try {
-      const options = { context };
+      const options = { context, backend };
       const engine = bytes instanceof ModelBytes
         ? await Engine.loadModelBytes(bytes, options)
         : await Engine.load(bytes, options);
@@ -256,7 +257,10 @@ export class Runahead {
     }
   }
 
-  /** Architecture, sizes, tensor types, special tokens, chat template presence, adapter. */
+  /**
+   * Architecture, sizes, tensor types, special tokens, chat template presence, backend
+   * ('webgpu' or 'cpu', with `backendReason` when 'auto' fell back to the CPU), adapter.
+   */
   info() {
     return this.#engine.info();
   }
