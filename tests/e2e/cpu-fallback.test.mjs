@@ -1,9 +1,14 @@
 // The package in Debian's headless Chromium with WebGPU switched off (launched without the
 // WebGPU flags, and navigator.gpu removed before the package loads): `Runahead.load` falls back
 // to the CPU engine (WebAssembly SIMD, one thread), says so in info(), and generates SmolLM2's
-// greedy tokens exactly as the native CPU engine (`runahead generate --backend cpu`, the same
-// kernels' bits) and the f32 reference (`--backend reference`) do; speculative decoding gives
-// the plain tokens; asking for 'webgpu' fails with no_webgpu before any model byte is fetched.
+// greedy tokens as the native f32 reference does (`runahead generate --backend reference`);
+// speculative decoding gives the plain tokens; asking for 'webgpu' fails with no_webgpu before
+// any model byte is fetched.
+//
+// Not compared with the native CPU engine (`--backend cpu`): its kernels give the same bits
+// in wasm, but its exp/sin/cos/powf are the platform's (glibc natively, Rust's libm port in
+// wasm), which most likely differ in the last bit now and then; on this prompt the native engine
+// meets a near tie at the sixth token and takes the other branch (README, "The CPU engine").
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
@@ -86,7 +91,6 @@ test("backend 'webgpu' without WebGPU fails with no_webgpu before fetching the m
 
 test('without WebGPU the package falls back to the CPU engine and gives the greedy tokens',
   { timeout: 2 * SLOW }, async () => {
-    const cpu = nativeGenerate('cpu');
     const reference = nativeGenerate('reference');
     const got = await page.evaluate(async ({ url, prompt, maxTokens }) => {
       const pkg = await import('/pkg/index.js');
@@ -112,11 +116,10 @@ test('without WebGPU the package falls back to the CPU engine and gives the gree
     assert.equal(got.info.backend, 'cpu');
     assert.match(got.info.backendReason ?? '', /WebGPU is missing/);
     assert.equal(got.info.adapter, 'CPU engine (simd128, 1 thread)');
-    const want = await cpu;
+    const want = await reference;
     const plain = got.runs.plain;
-    assert.deepEqual(plain.tokens, want.tokens, 'the native CPU engine\'s tokens');
+    assert.deepEqual(plain.tokens, want.tokens, 'the f32 reference\'s tokens');
     assert.equal(plain.text, want.text);
-    assert.deepEqual(plain.tokens, (await reference).tokens, 'the f32 reference\'s tokens');
     for (const [name, run] of Object.entries(got.runs)) {
       assert.deepEqual(run.tokens, plain.tokens, `${name}: speculative = plain`);
       assert.deepEqual(run.streamed, plain.tokens, `${name}: streamed`);

@@ -32,7 +32,7 @@ use crate::error::{Code, WebError};
 use crate::generation::Drafters;
 pub use crate::model_bytes::ModelBytes;
 use crate::options::{GenerateOptions, LoadOptions};
-use crate::pacing::Paced;
+use crate::pacing::{Paced, Turn};
 use crate::session::Session;
 
 /// What a generation needs exclusive use of.
@@ -237,14 +237,20 @@ async fn run_generation(
     let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
     let out = match &mut loaded.model {
         Model::Gpu(model) => {
-            let mut paced = Paced { inner: model };
+            let mut paced = Paced {
+                inner: model,
+                turn: Turn::First,
+            };
             generation::run(
                 &mut paced, tokenizer, &prompt, &opts, drafters, "gpu", on_piece,
             )
             .await?
         }
         Model::Cpu(model) => {
-            let mut paced = Paced { inner: model };
+            let mut paced = Paced {
+                inner: model,
+                turn: Turn::Fair,
+            };
             generation::run(
                 &mut paced, tokenizer, &prompt, &opts, drafters, "cpu", on_piece,
             )
