@@ -79,3 +79,27 @@ pub fn has_webgpu() -> bool {
         .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
         .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse_and_default_to_auto() {
+        let parse = |json: &str| serde_json::from_str::<BackendOption>(json);
+        assert_eq!(parse(r#""auto""#).unwrap(), BackendOption::Auto);
+        assert_eq!(parse(r#""webgpu""#).unwrap(), BackendOption::Webgpu);
+        assert_eq!(parse(r#""cpu""#).unwrap(), BackendOption::Cpu);
+        for bad in [r#""gpu""#, r#""CPU""#, "1"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(BackendOption::default(), BackendOption::Auto);
+    }
+
+    #[test]
+    fn a_backend_asked_for_by_name_is_taken_without_probing() {
+        let choose = |o| pollster::block_on(choose(o));
+        assert_eq!(choose(BackendOption::Webgpu), Choice::Webgpu);
+        assert_eq!(choose(BackendOption::Cpu), Choice::Cpu { reason: None });
+    }
+}
