@@ -7,7 +7,7 @@
 //
 // Not compared with the native CPU engine (`--backend cpu`): its kernels give the same bits
 // in wasm, but its exp/sin/cos/powf are the platform's (glibc natively, Rust's libm port in
-// wasm), which most likely differ in the last bit now and then; on this prompt the native engine
+// wasm), which differ in the last bit now and then; on this prompt the native engine
 // meets a near tie at the sixth token and takes the other branch (README, "The CPU engine").
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
