@@ -37,31 +37,34 @@ function throwIfAborted(signal) {
  * model's bytes), upload (parsing, weights onto the GPU). Resolves to `{engine, info, from}`.
  */
 export async function loadEngine(source, options = {}) {
-  const { context, onProgress, onEvent, signal, wasmUrl } = options;
+  const { context, backend = 'auto', onProgress, onEvent, signal, wasmUrl } = options;
   onProgress?.({ phase: 'compile', loaded: 0 });
   await initialize(wasmUrl);
   throwIfAborted(signal);
-  try {
-    // Before any model byte is read: no WebGPU, no adapter or too small limits end here.
-    await checkWebGpu();
-  } catch (e) {
-    throw toRunaheadError(e);
+  if (backend === 'webgpu') {
+    try {
+      // Before any model byte is read: no WebGPU, no adapter or too small limits end here.
+      // ('auto' never fails for want of a GPU: it falls back to the CPU engine.)
+      await checkWebGpu();
+    } catch (e) {
+      throw toRunaheadError(e);
+    }
   }
   throwIfAborted(signal);
   const read = await readModel(source, options);
   try {
-    return await upload(read, { context, onProgress, signal });
+    return await upload(read, { context, backend, onProgress, signal });
   } catch (e) {
     // A cached copy that is not a model (same size, other bytes): forget it and download.
     if (read.from !== 'cache' || e.code !== 'gguf') throw e;
     await dropCached(source);
     onEvent?.({ type: 'cache_fallback', reason: `the cached copy is not a valid model (${e.message}): downloading` });
     const again = await readModel(source, options);
-    return upload(again, { context, onProgress, signal });
+    return upload(again, { context, backend, onProgress, signal });
   }
 }
 
-async function upload({ bytes, from }, { context, onProgress, signal }) {
+async function upload({ bytes, from }, { context, backend, onProgress, signal }) {
   const size = bytes instanceof ModelBytes ? bytes.size : bytes.byteLength;
   if (signal?.aborted) {
     if (bytes instanceof ModelBytes) bytes.free();
@@ -70,7 +73,7 @@ async function upload({ bytes, from }, { context, onProgress, signal }) {
   onProgress?.({ phase: 'upload', loaded: 0, total: size });
   let engine;
   try {
-    const engineOptions = { context };
+    const engineOptions = { context, backend };
     engine = bytes instanceof ModelBytes
       ? await Engine.loadModelBytes(bytes, engineOptions)
       : await Engine.load(bytes, engineOptions);

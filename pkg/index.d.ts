@@ -76,6 +76,13 @@ export interface LoadOptions {
    * this version of the file in the model cache.
    */
   sha256?: string;
+  /**
+   * Which engine runs the model. 'auto' (default): WebGPU when its adapter is a hardware one
+   * whose limits suffice, else the CPU engine (WebAssembly SIMD, one thread), which is also
+   * faster than a software (fallback) WebGPU adapter. 'webgpu': WebGPU or the error
+   * `no_webgpu`. 'cpu': the CPU engine.
+   */
+  backend?: 'auto' | 'webgpu' | 'cpu';
   onProgress?: (progress: LoadProgress) => void;
   onEvent?: (event: LoadEvent) => void;
   /** Stops the load in any phase (rejects with code `cancelled`). */
@@ -161,7 +168,8 @@ export interface GenerationStats {
   calibration_seconds: number;
   /** Generated tokens over decoding time (prefill excluded). */
   tokens_per_second: number;
-  backend: 'gpu';
+  /** The engine that generated: 'gpu' (WebGPU) or 'cpu'. */
+  backend: 'gpu' | 'cpu';
   draft: string;
   stop_reason: 'end_of_text' | 'max_tokens' | 'context_full' | 'cancelled' | 'stop';
   /** Accepted over drafted tokens (0 without drafts). */
@@ -207,6 +215,11 @@ export interface ModelInfo {
   bos?: number;
   eos?: number;
   endOfTurn?: number;
+  /** The engine the model runs on. */
+  backend: 'webgpu' | 'cpu';
+  /** Why `backend: 'auto'` chose the CPU engine (no WebGPU, a fallback adapter, small limits). */
+  backendReason?: string;
+  /** The WebGPU adapter, or the CPU engine's kernels and threads ("CPU engine (simd128, 1 thread)"). */
   adapter: string;
 }
 

@@ -106,7 +106,7 @@ function forWorker(source) {
   return source;
 }
 
-/** A model loaded onto the GPU. */
+/** A model loaded onto the GPU or the CPU engine. */
 export class Runahead {
   #engine;
   #info;
@@ -129,14 +129,21 @@ export class Runahead {
   static cache = modelCache;
 
   /**
-   * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array), opens a WebGPU device and
-   * uploads the weights, in a worker unless `worker: false`. Options: `context`, `worker`,
+   * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array) and loads it onto WebGPU or
+   * the CPU engine, in a worker unless `worker: false`. Options: `context`, `backend` ('auto',
+   * the default: WebGPU on a hardware adapter, else the CPU engine; 'webgpu'; 'cpu'), `worker`,
    * `cache`, `sha256`, `onProgress({phase, loaded, total})`, `onEvent(event)`, `signal`,
    * `wasmUrl` (see README.md).
    */
   static async load(source, options = {}) {
     const { worker = typeof Worker !== 'undefined', onProgress, onEvent, signal, ...rest } = options;
-    const settings = { context: rest.context, cache: rest.cache, sha256: rest.sha256, wasmUrl: rest.wasmUrl };
+    const settings = {
+      context: rest.context,
+      backend: rest.backend ?? 'auto',
+      cache: rest.cache,
+      sha256: rest.sha256,
+      wasmUrl: rest.wasmUrl,
+    };
     if (settings.wasmUrl !== undefined) {
       settings.wasmUrl = new URL(settings.wasmUrl, globalThis.location?.href).href;
     }
@@ -157,7 +164,10 @@ export class Runahead {
     return new Runahead(CONSTRUCT, engine, info, false, from);
   }
 
-  /** Architecture, sizes, tensor types, special tokens, chat template presence, adapter. */
+  /**
+   * Architecture, sizes, tensor types, special tokens, chat template presence, backend
+   * ('webgpu' or 'cpu', with `backendReason` when 'auto' fell back to the CPU), adapter.
+   */
   info() {
     return structuredClone(this.#info);
   }

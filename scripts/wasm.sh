@@ -25,7 +25,7 @@ set -euo pipefail
 
 # The crates that must compile for the browser. Add new browser crates here
 # (WASM_CRATES="a b" in the environment overrides the list for one run).
-DEFAULT_WASM_CRATES="runahead-gguf runahead-model runahead-speculate runahead-gpu runahead-web"
+DEFAULT_WASM_CRATES="runahead-gguf runahead-model runahead-speculate runahead-cpu runahead-gpu runahead-web"
 read -r -a WASM_CRATES <<< "${WASM_CRATES:-$DEFAULT_WASM_CRATES}"
 
 TARGET=wasm32-unknown-unknown
@@ -44,6 +44,12 @@ need cargo cargo-web
 [ -d /usr/lib/rustlib/src/rust/library ] || die "std sources missing: install rust-web-src (scripts/setup.sh does)"
 
 export CARGO_TARGET_DIR=${WASM_TARGET_DIR:-$root/target-wasm}
+# Every wasm32 build (std included, through -Zbuild-std) uses WebAssembly SIMD: the CPU
+# engine's simd128 kernels, and LLVM vectorizes the rest. Every browser with WebGPU, and every
+# current one without, runs it. One set of flags for every command below, so `test` and `pkg`
+# share one build (a change here rebuilds everything, std included).
+WASM_RUSTFLAGS="-C target-feature=+simd128"
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASM_RUSTFLAGS ${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-}"
 # Use Debian's compiler and cargo, never rustup's proxies in ~/.cargo/bin (same version for the
 # build-std'd std, the dependencies and the workspace crates). RUSTC_BOOTSTRAP allows -Zbuild-std
 # on this stable compiler.
@@ -82,7 +88,7 @@ common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
 
 # The browser tests' build, which is also the package's (see the top).
 browser_tests=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort"
-  -p runahead-gpu -p runahead-web --test browser)
+  -p runahead-cpu -p runahead-gpu -p runahead-web --test browser)
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
@@ -109,7 +115,7 @@ case "$cmd" in
     export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
     export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
     export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
-    echo "wasm.sh: browser tests ($TARGET) runahead-gpu runahead-web"
+    echo "wasm.sh: browser tests ($TARGET) runahead-cpu runahead-gpu runahead-web"
     "$CARGO" test "${browser_tests[@]}" "$@"
     ;;
   pkg)

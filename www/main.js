@@ -49,7 +49,10 @@ function describe(info) {
   const params = (info.parameters / 1e6).toFixed(0);
   return `${info.name ?? info.architecture}: ${info.architecture}, ${params}M parameters, ` +
     `${info.layers} layers, vocabulary ${info.vocab}, context ${info.context}, ${types}; ` +
-    `chat template: ${info.chatTemplate ? 'yes' : 'no'}; GPU: ${info.adapter}`;
+    `chat template: ${info.chatTemplate ? 'yes' : 'no'}; ` +
+    (info.backend === 'cpu'
+      ? `${info.adapter}${info.backendReason ? ` (${info.backendReason})` : ''}`
+      : `GPU: ${info.adapter}`);
 }
 
 async function loadModel(source, name) {
@@ -164,6 +167,4 @@ $('model-url-form').addEventListener('submit', (event) => {
 });
 $('generate').addEventListener('click', generate);
 
-if (!navigator.gpu) {
-  showError(new RunaheadError('no_webgpu', 'navigator.gpu is missing.'));
-}
+// Without WebGPU, models load onto the CPU engine (Runahead.load's backend 'auto').

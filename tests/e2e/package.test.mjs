@@ -3,7 +3,8 @@
 // the network (counted by this test's server); a corrupt cache entry falls back to the network
 // with an event; cancel mid-stream, then the same greedy text as an uncancelled run; the page's
 // main thread has no long task while loading and generating; and without WebGPU, `no_webgpu`
-// comes before any request for the model.
+// comes before any request for the model when WebGPU is asked for (`backend: 'webgpu'`; 'auto'
+// falls back to the CPU engine: tests/e2e/cpu-fallback.test.mjs).
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then the files here)
 //
@@ -207,7 +208,7 @@ test('a short cache entry falls back to the network, with an event', { timeout: 
   assert.equal(listed[0]?.size, fileBytes);
 });
 
-test('without WebGPU, no_webgpu comes before any request for the model', async () => {
+test("without WebGPU, backend 'webgpu' gets no_webgpu before any request for the model", async () => {
   const gpuFlags = /webgpu|vulkan/i;
   const bare = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
@@ -228,7 +229,10 @@ test('without WebGPU, no_webgpu comes before any request for the model', async (
           return `${e instanceof RunaheadError} ${e.code}`;
         }
       };
-      return { worker: await codeOf({}), page: await codeOf({ worker: false }) };
+      return {
+        worker: await codeOf({ backend: 'webgpu' }),
+        page: await codeOf({ backend: 'webgpu', worker: false }),
+      };
     }, MODEL);
     assert.deepEqual(outcome, { worker: 'true no_webgpu', page: 'true no_webgpu' });
     assert.equal(server.requests(MODEL).length, requests);

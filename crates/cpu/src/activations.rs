@@ -8,7 +8,9 @@
 //! `rows * cols` against the `rows * cols * out_features` of the product it feeds, and one
 //! implementation cannot drift.
 
-use crate::kernels::{Isa, Kernels};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::Isa;
+use crate::kernels::Kernels;
 
 /// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]`. Scales are kept apart
 /// from the values so a kernel loads four consecutive blocks' scales at once.
@@ -253,6 +255,7 @@ impl<'a> Activations<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::Isa;
 
     #[test]
     fn every_instruction_set_quantizes_to_the_same_bits() {
@@ -262,7 +265,7 @@ mod tests {
         let (mut a, mut b) = (Q8Rows::default(), Vec::new());
         quantize_q8(&x, &mut a);
         quantize_q8k(&x, &mut b);
-        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Simd128] {
             let Some(k) = Kernels::new(isa) else { continue };
             let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
             quantize_q8_for(k, &x, &mut a2);

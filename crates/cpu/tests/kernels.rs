@@ -3,22 +3,11 @@
 
 mod common;
 
+use common::kernel_cases::{equals_scalar, extremes, shapes};
 use common::{assert_bits_eq, decoded, product, random_input, random_matrix, rounded_input};
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::Matrix;
-use runahead_cpu::Kernels;
-
-/// Odd shapes for every format: the smallest whole rows, a tail tile, several super-blocks.
-fn shapes(format: WeightFormat) -> Vec<(usize, usize)> {
-    let unit = format.block_size().max(32);
-    let unit = if unit == 256 { 256 } else { 32 };
-    vec![
-        (1, unit),
-        (3, unit * 3),
-        (7, unit * 2),
-        (13, 768.max(unit * 3)),
-    ]
-}
+use runahead_cpu::{Isa, Kernels};
 
 /// Against the decoded weights times the rounded input in f64: the same terms, so only float
 /// rounding of the sums may differ.
@@ -123,37 +112,11 @@ fn a_matrix_of_the_wrong_size_is_an_error() {
     assert!(Matrix::new("w", format, 4, 128, &bytes).is_err());
 }
 
-/// Shapes of the real models' matrices (SmolLM2-135M: 576 wide, FFN 1536, KV 192, vocab
-/// 49152; Qwen2.5-Coder-0.5B: 896 wide, FFN 4864, KV 128, vocab 151936) a format can hold
-/// (K-quants need rows of whole 256s), each with the input rows to try.
-fn real_shapes(format: WeightFormat) -> Vec<(usize, usize, &'static [usize])> {
-    use runahead_gguf::GgmlType::*;
-    let ty = format.ggml_type();
-    let mut shapes: Vec<(usize, usize, &[usize])> = vec![
-        (576, 576, &[1, 8, 9]),
-        (192, 576, &[2]),
-        (1536, 576, &[3]),
-        (576, 1536, &[1, 16]),
-        (896, 896, &[1, 7]),
-        (128, 896, &[4]),
-        (4864, 896, &[1]),
-        (896, 4864, &[1, 10]),
-    ];
-    if matches!(ty, Q8_0 | Q4_1) {
-        shapes.push((49152, 576, &[1, 9]));
-    }
-    if ty == Q8_0 {
-        shapes.push((151936, 896, &[1]));
-    }
-    shapes.retain(|&(_, cols, _)| cols.is_multiple_of(format.block_size()));
-    shapes
-}
-
 /// Every SIMD kernel returns the scalar kernel's bits, on every format, for tiles of 1..=8
 /// rows and their combinations, at odd sizes and the real models' sizes.
 #[test]
 fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
-    let simd: Vec<Kernels> = [runahead_cpu::Isa::Avx2, runahead_cpu::Isa::Avx512]
+    let simd: Vec<Kernels> = [Isa::Avx2, Isa::Avx512, Isa::Simd128]
         .into_iter()
         .filter_map(Kernels::new)
         .collect();
@@ -162,24 +125,7 @@ fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
         return;
     }
     for k in simd {
-        for format in WeightFormat::all() {
-            let odd = shapes(format)
-                .into_iter()
-                .map(|(r, c)| (r, c, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 17][..]));
-            for (s, (rows, cols, ns)) in odd.chain(real_shapes(format)).enumerate() {
-                let bytes = random_matrix(format, rows, cols, 100 + s as u64);
-                let w = Matrix::new("w", format, rows, cols, &bytes).unwrap();
-                for &n in ns {
-                    let x = random_input(n, cols, (s * 31 + n) as u64);
-                    let what = format!("{:?} {format:?} {rows}x{cols}, {n} rows", k.isa());
-                    assert_bits_eq(
-                        &product(k, 1, w, &x),
-                        &product(Kernels::scalar(), 1, w, &x),
-                        &what,
-                    );
-                }
-            }
-        }
+        equals_scalar(k);
     }
 }
 
@@ -187,43 +133,8 @@ fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
 /// -128 and 255-style bytes), where a SIMD pair sum could saturate.
 #[test]
 fn simd_kernels_handle_extreme_values() {
-    let simd = [runahead_cpu::Isa::Avx2, runahead_cpu::Isa::Avx512];
+    let simd = [Isa::Avx2, Isa::Avx512, Isa::Simd128];
     for k in simd.into_iter().filter_map(Kernels::new) {
         extremes(k);
-    }
-}
-
-fn extremes(k: Kernels) {
-    use runahead_gguf::GgmlType::*;
-    for format in WeightFormat::all() {
-        let cols = format.block_size().max(32) * if format.block_size() == 256 { 1 } else { 8 };
-        let rows = 4;
-        // Every byte but the f16 scale fields 0xff or 0x80: saturated nibbles and fifth bits,
-        // Q8_0's -128, 6-bit scales of 63, Q6_K scales of -128.
-        let mut bytes = random_matrix(format, rows, cols, 1);
-        let f16_fields: &[usize] = match format.ggml_type() {
-            Q4_0 | Q5_0 | Q8_0 => &[0],
-            Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
-            Q6_K => &[208],
-            _ => &[],
-        };
-        if !matches!(format, WeightFormat::Float(_)) {
-            for block in bytes.chunks_exact_mut(format.block_bytes()) {
-                for (i, b) in block.iter_mut().enumerate() {
-                    if !f16_fields.iter().any(|&f| i == f || i == f + 1) {
-                        *b = if i % 3 == 0 { 0x80 } else { 0xff };
-                    }
-                }
-            }
-        }
-        let w = Matrix::new("w", format, rows, cols, &bytes).unwrap();
-        let x: Vec<f32> = (0..3 * cols)
-            .map(|i| if i % 5 < 3 { 1.0 } else { -1.0 })
-            .collect();
-        assert_bits_eq(
-            &product(k, 1, w, &x),
-            &product(Kernels::scalar(), 1, w, &x),
-            &format!("{:?} {format:?} extremes", k.isa()),
-        );
     }
 }

@@ -16,7 +16,7 @@ mod readback;
 mod tensor;
 pub mod testing;
 
-pub use context::{GpuContext, GpuOptions};
+pub use context::{required_limits, GpuContext, GpuOptions};
 pub use error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
 pub use model::DispatchTime;

@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use runahead_gpu::{GpuContext, GpuOptions};
 use wasm_bindgen::prelude::*;
 
+use crate::backend::has_webgpu;
 use crate::error::{Code, WebError};
 
 thread_local! {
@@ -38,16 +39,9 @@ async fn open_new() -> Result<GpuContext, WebError> {
         return Err(WebError::new(
             Code::NoWebGpu,
             "this browser does not expose WebGPU (navigator.gpu is missing): use a recent \
-             Chrome, Edge or Safari, or enable WebGPU in the browser's settings",
+             Chrome, Edge or Safari, or enable WebGPU in the browser's settings, or load with \
+             backend 'auto' or 'cpu'",
         ));
     }
     Ok(GpuContext::new(GpuOptions::default()).await?)
-}
-
-/// Whether `navigator.gpu` exists (checked first: wgpu's own error for it is less clear).
-fn has_webgpu() -> bool {
-    let navigator = js_sys::Reflect::get(&js_sys::global(), &"navigator".into());
-    navigator
-        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()))
-        .is_ok_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }

@@ -129,10 +129,15 @@ impl From<ModelError> for WebError {
             ModelError::ContextFull { .. } => Code::PromptTooLong,
             ModelError::TokenOutOfRange { .. } | ModelError::InvalidBatch(_) => Code::Internal,
             ModelError::Backend(inner) => {
-                return match inner.downcast_ref::<GpuError>() {
-                    Some(gpu) => gpu.clone().into(),
-                    None => WebError::new(Code::Internal, e.to_string()),
+                if let Some(gpu) = inner.downcast_ref::<GpuError>() {
+                    return gpu.clone().into();
                 }
+                // A matrix whose bytes do not match its shape: a bad file, not a bug.
+                let code = match inner.downcast_ref::<runahead_cpu::CpuError>() {
+                    Some(runahead_cpu::CpuError::MatrixSize { .. }) => Code::UnsupportedModel,
+                    _ => Code::Internal,
+                };
+                return WebError::new(code, e.to_string());
             }
         };
         WebError::new(code, e.to_string())

@@ -1,11 +1,13 @@
 //! The browser surface of runahead: an `Engine` class exported with wasm-bindgen over the GPU
-//! engine (WebGPU), the tokenizer and the generation loop. Nothing else lives here: the npm
+//! engine (WebGPU) or the CPU engine (wasm `simd128`; see [`backend`]), the tokenizer and the
+//! generation loop. Nothing else lives here: the npm
 //! package (`pkg/`) wraps this class in a friendlier API, and every engine behaviour is tested
 //! in the crates that own it.
 //!
 //! Errors reach JavaScript as `Error` objects with a stable `code` (see [`error::Code`]); no
 //! input a page can pass makes this crate panic (a panic would kill the wasm instance).
 
+mod backend;
 mod device;
 mod error;
 mod generation;
@@ -17,27 +19,42 @@ mod session;
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 use std::rc::Rc;
+use std::sync::Arc;
 
+use runahead_cpu::{CpuEngine, CpuOptions};
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
 use runahead_model::LanguageModel;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+use crate::backend::Choice;
 use crate::error::{Code, WebError};
 use crate::generation::Drafters;
 pub use crate::model_bytes::ModelBytes;
 use crate::options::{GenerateOptions, LoadOptions};
-use crate::pacing::Paced;
+use crate::pacing::{Paced, Turn};
 use crate::session::Session;
 
 /// What a generation needs exclusive use of.
 struct Loaded {
-    model: GpuModel,
+    model: Model,
     drafters: Drafters,
 }
 
-/// A model loaded onto the GPU, ready to generate.
+/// The engine the weights went to.
+#[allow(clippy::large_enum_variant)] // one per engine, made once and never copied
+enum Model {
+    Gpu(GpuModel),
+    /// Over the GGUF bytes themselves (shared, not copied).
+    Cpu(CpuEngine),
+}
+
+/// KV cache size when `context` is not given, as the GPU engine's (capped by the model's
+/// trained context); the CPU engine's cache grows with use up to it.
+const CPU_DEFAULT_CONTEXT: usize = 4096;
+
+/// A model loaded onto the GPU or the CPU engine, ready to generate.
 #[wasm_bindgen]
 pub struct Engine {
     session: Rc<Session>,
@@ -50,8 +67,10 @@ pub struct Engine {
 
 #[wasm_bindgen]
 impl Engine {
-    /// Opens a WebGPU device, checks its limits, reads the GGUF bytes and uploads the weights.
-    /// `options`: `{context?: number}` (KV cache size in tokens).
+    /// Reads the GGUF bytes and loads the model onto WebGPU (a device opened, limits checked,
+    /// weights uploaded) or the CPU engine. `options`: `{context?: number, backend?: 'auto' |
+    /// 'webgpu' | 'cpu'}` (KV cache size in tokens; `auto`, the default, takes WebGPU when its
+    /// adapter is a hardware one with sufficient limits, else the CPU engine).
     pub async fn load(bytes: Vec<u8>, options: JsValue) -> Result<Engine, JsValue> {
         console_error_panic_hook::set_once();
         Ok(load_engine(bytes, &options).await?)
@@ -66,7 +85,8 @@ impl Engine {
     }
 
     /// Architecture, sizes, tensor types, special tokens, whether a chat template is present,
-    /// and the adapter in use.
+    /// the backend (`webgpu` or `cpu`, with the reason when `auto` fell back to the CPU) and
+    /// the adapter in use.
     pub fn info(&self) -> Result<JsValue, JsValue> {
         Ok(to_js(&self.session.info)?)
     }
@@ -143,12 +163,35 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
             "context must be at least 1",
         ));
     }
+    let choice = backend::choose(options.backend).await;
     let file = GgufFile::from_bytes(bytes)?;
     let mut session = Session::new(&file)?;
-    let ctx = device::open().await?;
-    let model = GpuModel::load(&ctx, &file, options.context)?;
-    ctx.check()?;
-    session.set_engine(model.capacity(), &ctx.adapter_info);
+    let model = match choice {
+        Choice::Webgpu => {
+            // The device checkWebGpu() opened before the model was fetched, or a new one
+            // (no_webgpu / adapter_limits when there is none).
+            let ctx = device::open().await?;
+            let model = GpuModel::load(&ctx, &file, options.context)?;
+            ctx.check()?;
+            session.set_engine(model.capacity(), &ctx.adapter_info);
+            Model::Gpu(model)
+        }
+        Choice::Cpu { reason } => {
+            let cpu_options = CpuOptions {
+                context: Some(options.context.unwrap_or(CPU_DEFAULT_CONTEXT)),
+                // One thread: wasm threads need a cross-origin isolated page and a build with
+                // atomics (README, "The CPU engine").
+                threads: Some(1),
+                isa: None,
+            };
+            let engine = CpuEngine::load(Arc::new(file), &cpu_options)?;
+            let kernels = format!("CPU engine ({}, 1 thread)", engine.isa().name());
+            session.set_engine(engine.capacity(), &kernels);
+            session.info.backend = "cpu";
+            session.info.backend_reason = reason;
+            Model::Cpu(engine)
+        }
+    };
     Ok(Engine {
         session: Rc::new(session),
         slot: Rc::new(RefCell::new(Some(Loaded {
@@ -190,19 +233,29 @@ async fn run_generation(
             ControlFlow::Continue(())
         }
     };
-    let mut paced = Paced {
-        inner: &mut loaded.model,
+    let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
+    let out = match &mut loaded.model {
+        Model::Gpu(model) => {
+            let mut paced = Paced {
+                inner: model,
+                turn: Turn::First,
+            };
+            generation::run(
+                &mut paced, tokenizer, &prompt, &opts, drafters, "gpu", on_piece,
+            )
+            .await?
+        }
+        Model::Cpu(model) => {
+            let mut paced = Paced {
+                inner: model,
+                turn: Turn::Fair,
+            };
+            generation::run(
+                &mut paced, tokenizer, &prompt, &opts, drafters, "cpu", on_piece,
+            )
+            .await?
+        }
     };
-    let out = generation::run(
-        &mut paced,
-        &session.tokenizer,
-        &prompt,
-        &opts,
-        &mut loaded.drafters,
-        "gpu",
-        on_piece,
-    )
-    .await?;
     if let Some(cause) = thrown {
         let what = cause
             .dyn_ref::<js_sys::Error>()

@@ -15,6 +15,9 @@ pub struct LoadOptions {
     /// KV cache size in tokens (default: the GPU engine's 4096, capped by the model's
     /// trained context).
     pub context: Option<usize>,
+    /// `auto` (default), `webgpu` or `cpu` (see [`crate::backend`]).
+    #[serde(default)]
+    pub backend: crate::backend::BackendOption,
 }
 
 /// `engine.generate(prompt, options, onToken)`; defaults are the CLI's.

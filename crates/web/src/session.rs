@@ -42,7 +42,12 @@ pub struct ModelInfo {
     pub eos: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_of_turn: Option<u32>,
-    /// The WebGPU adapter the model runs on.
+    /// `webgpu` or `cpu`: the engine the model runs on.
+    pub backend: &'static str,
+    /// Why `backend: "auto"` chose the CPU engine (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_reason: Option<String>,
+    /// The WebGPU adapter the model runs on, or the CPU engine's kernels and threads.
     pub adapter: String,
 }
 
@@ -104,6 +109,8 @@ impl Session {
             bos: tokenizer.bos,
             eos: tokenizer.eos,
             end_of_turn: tokenizer.eot,
+            backend: "webgpu",
+            backend_reason: None,
             adapter: String::new(),
         };
         Ok(Session {

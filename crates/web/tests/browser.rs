@@ -1,6 +1,7 @@
 //! The `Engine` class in headless Chromium on WebGPU (SwiftShader on CI), called the way the
 //! npm package calls it: a generated model's greedy output against the CPU reference in the same
-//! wasm instance, drafting, cancellation, and the error codes pages rely on.
+//! wasm instance, drafting, cancellation, and the error codes pages rely on; and the CPU engine
+//! behind the same class (`backend: "cpu"`, and `"auto"` on SwiftShader's fallback adapter).
 //! Run with `scripts/wasm.sh test`.
 
 #![cfg(target_arch = "wasm32")]
@@ -8,6 +9,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use std::sync::Arc;
+
+use runahead_cpu::{CpuEngine, CpuOptions, Isa};
 use runahead_gguf::GgufFile;
 use runahead_model::testing::TinyModel;
 use runahead_model::{argmax, Batch, CpuModel, LanguageModel, Tokenizer};
@@ -42,8 +46,14 @@ fn token_ids(result: &JsValue) -> Vec<u32> {
         .collect()
 }
 
+/// The GPU engine (by name: `auto` takes the CPU engine on SwiftShader's fallback adapter).
 async fn load(bytes: Vec<u8>) -> Result<Engine, JsValue> {
-    Engine::load(bytes, options(&format!(r#"{{"context": {CONTEXT}}}"#))).await
+    load_on(bytes, "webgpu").await
+}
+
+async fn load_on(bytes: Vec<u8>, backend: &str) -> Result<Engine, JsValue> {
+    let json = format!(r#"{{"context": {CONTEXT}, "backend": "{backend}"}}"#);
+    Engine::load(bytes, options(&json)).await
 }
 
 /// Greedy decoding on the CPU reference, one token per forward, stopping like the engine does.
@@ -229,6 +239,14 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
         .err()
         .expect("context 0 is refused");
     assert_eq!(code(&error), "invalid_option");
+    let error = Engine::load(
+        TinyModel::llama().to_gguf(),
+        options(r#"{"backend": "gpu"}"#),
+    )
+    .await
+    .err()
+    .expect("an unknown backend is refused");
+    assert_eq!(code(&error), "invalid_option");
 
     // A model streamed into WebAssembly memory: a chunk past the size the download announced,
     // a download that ends early, and a size no page can hold are errors, not panics.
@@ -327,4 +345,84 @@ async fn a_hundred_generations_do_not_grow_the_page_memory() {
         }
     }
     assert_eq!(memory_bytes(), after_warmup, "bytes of WebAssembly memory");
+}
+
+/// Greedy decoding on the CPU engine's scalar kernels, one token per forward: what the
+/// package's CPU backend (simd128, the same bits) must stream.
+async fn cpu_engine_greedy(bytes: Vec<u8>, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
+    let file = Arc::new(GgufFile::from_bytes(bytes).expect("tiny GGUF"));
+    let tokenizer = Tokenizer::from_metadata(&file.header.metadata).expect("tokenizer");
+    let options = CpuOptions {
+        context: Some(CONTEXT),
+        threads: Some(1),
+        isa: Some(Isa::Scalar),
+    };
+    let mut engine = CpuEngine::load(file, &options).expect("CPU engine");
+    let logits = engine
+        .forward(&Batch::causal(prompt, 0))
+        .await
+        .expect("prefill");
+    let mut next = logits.argmax(logits.n_rows() - 1);
+    let mut out = vec![next];
+    while out.len() < max_tokens && !tokenizer.is_end(next) {
+        let pos = engine.cache_len();
+        let logits = engine
+            .forward(&Batch::causal(&[next], pos))
+            .await
+            .expect("step");
+        next = argmax(logits.row(0));
+        out.push(next);
+    }
+    out
+}
+
+/// `backend: "cpu"` and `"auto"` (SwiftShader's adapter is a fallback one) load the CPU
+/// engine, say so in `info()`, and stream its greedy tokens with every drafter and depth.
+#[wasm_bindgen_test]
+async fn the_cpu_backend_streams_the_cpu_engines_greedy_tokens() {
+    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+        let bytes = spec.to_gguf();
+        for backend in ["cpu", "auto"] {
+            let engine = load_on(bytes.clone(), backend).await.expect("loads");
+            let info = engine.info().expect("info");
+            assert_eq!(
+                field(&info, &["backend"]).as_string().as_deref(),
+                Some("cpu")
+            );
+            let reason = field(&info, &["backendReason"]).as_string();
+            if backend == "auto" {
+                assert!(
+                    reason.as_deref().is_some_and(|r| r.contains("fallback")),
+                    "auto on SwiftShader: {reason:?}"
+                );
+            } else {
+                assert_eq!(reason, None, "the CPU engine was asked for by name");
+            }
+            assert_eq!(
+                field(&info, &["adapter"]).as_string().as_deref(),
+                Some("CPU engine (simd128, 1 thread)")
+            );
+            assert_eq!(field(&info, &["context"]).as_f64(), Some(CONTEXT as f64));
+
+            let prompt = engine.tokenize(PROMPT).expect("tokenize");
+            let want = cpu_engine_greedy(bytes.clone(), &prompt, 24).await;
+            assert!(want.len() > 4, "the engine ended early: {want:?}");
+            for opts in [
+                r#"{"maxTokens": 24, "draft": "none"}"#,
+                r#"{"maxTokens": 24, "draft": "ngram", "depth": 4}"#,
+                r#"{"maxTokens": 24, "draft": "suffix"}"#,
+                r#"{"maxTokens": 24, "draft": "auto", "depth": "auto"}"#,
+            ] {
+                let seen = Rc::new(RefCell::new(Seen::default()));
+                let on_token = recorder(seen.clone(), |_| true);
+                let result = run(&engine, opts, Some(&on_token)).await.expect(opts);
+                assert_eq!(token_ids(&result), want, "{backend} {opts}");
+                assert_eq!(seen.borrow().tokens, want, "{backend} {opts}: streamed");
+                assert_eq!(
+                    field(&result, &["stats", "backend"]).as_string().as_deref(),
+                    Some("cpu")
+                );
+            }
+        }
+    }
 }

@@ -2,15 +2,36 @@
 //! what each computes (reduction orders included); a SIMD module must return the same bits,
 //! which the kernel tests check on every format.
 //!
-//! To add an instruction set (aarch64 NEON, wasm32 simd128): a module beside `avx2` with the
-//! three `*_tile` functions, an [`Isa`] variant, its detection in [`Isa::is_available`], and
-//! its arm in the dispatch below.
+//! To add an instruction set (aarch64 NEON): a module beside `avx2` with the row functions,
+//! an [`Isa`] variant, its detection in [`Isa::is_available`], and its arm in the dispatch
+//! below.
+
+/// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count (never
+/// passed) falls back to `$fallback`. Defined before the SIMD modules, which see it by scope.
+#[allow(unused_macros)] // a target without SIMD kernels has no caller
+macro_rules! by_tile {
+    ($n:expr, $kernel:ident::<$($c:ident),*>($($arg:expr),*), $fallback:expr) => {
+        match $n {
+            1 => $kernel::<$($c,)* 1>($($arg),*),
+            2 => $kernel::<$($c,)* 2>($($arg),*),
+            3 => $kernel::<$($c,)* 3>($($arg),*),
+            4 => $kernel::<$($c,)* 4>($($arg),*),
+            5 => $kernel::<$($c,)* 5>($($arg),*),
+            6 => $kernel::<$($c,)* 6>($($arg),*),
+            7 => $kernel::<$($c,)* 7>($($arg),*),
+            8 => $kernel::<$($c,)* 8>($($arg),*),
+            _ => $fallback,
+        }
+    };
+}
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 
 use crate::activations::{BlockQ8K, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
@@ -32,6 +53,9 @@ pub enum Isa {
     /// x86-64 AVX-512 (F, BW) with VNNI, besides AVX2: 32-element block products two blocks
     /// per instruction; the rest as `Avx2`.
     Avx512,
+    /// wasm32 SIMD, where the build enables `simd128` (WebAssembly cannot detect it at run
+    /// time: a module that uses it does not load where it is missing).
+    Simd128,
 }
 
 impl Isa {
@@ -40,6 +64,7 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512vnni",
+            Isa::Simd128 => "simd128",
         }
     }
 
@@ -62,6 +87,7 @@ impl Isa {
             }
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => false,
+            Isa::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
         }
     }
 
@@ -70,7 +96,7 @@ impl Isa {
         if std::env::var(KERNELS_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
             return Isa::Scalar;
         }
-        [Isa::Avx512, Isa::Avx2]
+        [Isa::Avx512, Isa::Avx2, Isa::Simd128]
             .into_iter()
             .find(|isa| isa.is_available())
             .unwrap_or(Isa::Scalar)
@@ -112,6 +138,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::float_rows(f, w_rows, row_bytes, x, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::float_rows(f, w_rows, row_bytes, x, out),
             _ => each_row(w_rows, row_bytes, out, |w, o| {
                 scalar::float_tile(f, w, x, o)
             }),
@@ -133,6 +161,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
             Isa::Avx512 => unsafe { avx512::q32_rows(f, w_rows, row_bytes, x, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::q32_rows(f, w_rows, row_bytes, x, out),
             _ => each_row(w_rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o)),
         }
     }
@@ -146,6 +176,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::k_rows(f, w_rows, row_bytes, x, out),
             _ => each_row(w_rows, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o)),
         }
     }
@@ -176,6 +208,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::scores(q, k, slots, scale, out),
             _ => scalar::scores(q, k, slots, scale, out),
         }
     }
@@ -188,6 +222,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::weighted_sum(v, slots, p, out),
             _ => scalar::weighted_sum(v, slots, p, out),
         }
     }

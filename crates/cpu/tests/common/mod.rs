@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kernel_cases;
+
 use runahead_cpu::activations::{quantize_q8, quantize_q8k, Activations, Q8Rows};
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::{matmul, Matrix};

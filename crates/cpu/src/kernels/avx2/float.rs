@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{by_tile, lanes};
+use super::lanes;
 use crate::formats::FloatFormat;
 use crate::kernels::scalar::{self, hsum8};
 use crate::kernels::{each_row, Out};

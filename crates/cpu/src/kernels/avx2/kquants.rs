@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{by_tile, f16_at, load32, load32_i8};
+use super::{f16_at, load32, load32_i8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar::{self, k_scale_min, k_step};

@@ -18,25 +18,6 @@ pub use float::float_rows;
 pub use kquants::k_rows;
 pub use q32::q32_rows;
 
-/// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count (never
-/// passed) falls back to `$fallback`.
-macro_rules! by_tile {
-    ($n:expr, $kernel:ident::<$($c:ident),*>($($arg:expr),*), $fallback:expr) => {
-        match $n {
-            1 => $kernel::<$($c,)* 1>($($arg),*),
-            2 => $kernel::<$($c,)* 2>($($arg),*),
-            3 => $kernel::<$($c,)* 3>($($arg),*),
-            4 => $kernel::<$($c,)* 4>($($arg),*),
-            5 => $kernel::<$($c,)* 5>($($arg),*),
-            6 => $kernel::<$($c,)* 6>($($arg),*),
-            7 => $kernel::<$($c,)* 7>($($arg),*),
-            8 => $kernel::<$($c,)* 8>($($arg),*),
-            _ => $fallback,
-        }
-    };
-}
-pub(crate) use by_tile;
-
 /// The f16 at `b[at..at + 2]` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{by_tile, dot_unsigned, lanes, load32, load32_i8};
+use super::{dot_unsigned, lanes, load32, load32_i8};
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};

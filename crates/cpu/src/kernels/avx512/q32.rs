@@ -4,8 +4,8 @@ use std::arch::x86_64::*;
 
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
+use crate::kernels::avx2::lanes;
 use crate::kernels::avx2::q32::{decode, scales4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::avx2::{by_tile, lanes};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
 

@@ -1,0 +1,134 @@
+//! The CPU engine in headless Chromium (wasm32 with `simd128`): the simd128 kernels against the
+//! scalar ones bit for bit on every format at odd and real sizes, every f16 the attention
+//! kernels convert, and whole generated models against the f32 reference, with the scalar
+//! path forced beside the SIMD one. Run with `scripts/wasm.sh test`.
+
+#![cfg(target_arch = "wasm32")]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::kernel_cases::{equals_scalar, extremes};
+use half::f16;
+use runahead_cpu::kernels::F16Rows;
+use runahead_cpu::{CpuEngine, CpuOptions, Isa, Kernels};
+use runahead_gguf::GgufFile;
+use runahead_model::testing::{TestRng, TinyModel};
+use runahead_model::{Batch, CpuModel, LanguageModel};
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn simd() -> Kernels {
+    Kernels::new(Isa::Simd128).expect("scripts/wasm.sh builds wasm32 with simd128")
+}
+
+#[wasm_bindgen_test]
+fn the_browser_build_uses_simd128() {
+    assert_eq!(Kernels::best().isa(), Isa::Simd128);
+}
+
+#[wasm_bindgen_test]
+fn simd128_kernels_equal_the_scalar_kernels_bit_for_bit() {
+    equals_scalar(simd());
+}
+
+#[wasm_bindgen_test]
+fn simd128_kernels_handle_extreme_values() {
+    extremes(simd());
+}
+
+/// Every f16 bit pattern through the attention kernels: the SIMD conversion must give what
+/// `half` gives (NaNs compared as NaNs: WebAssembly leaves their payload to the engine).
+#[wasm_bindgen_test]
+fn attention_kernels_convert_every_f16_like_the_scalar_path() {
+    let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let rows = F16Rows {
+        data: &all,
+        stride: 0,
+        offset: 0,
+        len: all.len(),
+    };
+    let sum = |k: Kernels| {
+        let mut out = vec![0f32; all.len()];
+        k.weighted_sum(rows, &[0], &[1.0], &mut out);
+        out
+    };
+    let (got, want) = (sum(simd()), sum(Kernels::scalar()));
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+            "f16 {i:#06x}: {a} vs {b}"
+        );
+    }
+}
+
+/// Scores and weighted sums of random heads (odd lengths: a tail after the last 8) give the
+/// scalar bits.
+#[wasm_bindgen_test]
+fn attention_kernels_equal_the_scalar_kernels() {
+    let mut rng = TestRng::new(17);
+    for len in [1, 7, 8, 13, 64, 67] {
+        let slots = 9;
+        let data: Vec<f16> = rng
+            .floats(slots * len, 2.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let rows = F16Rows {
+            data: &data,
+            stride: len,
+            offset: 0,
+            len,
+        };
+        let q = rng.floats(len, 1.0);
+        let p = rng.floats(slots, 1.0);
+        let picked: Vec<usize> = (0..slots).rev().collect();
+        let run = |k: Kernels| {
+            let mut scores = Vec::new();
+            k.scores(&q, rows, &picked, 0.125, &mut scores);
+            let mut out = vec![0.5f32; len];
+            k.weighted_sum(rows, &picked, &p, &mut out);
+            (scores, out)
+        };
+        let (got, want) = (run(simd()), run(Kernels::scalar()));
+        common::assert_bits_eq(&got.0, &want.0, &format!("scores, length {len}"));
+        common::assert_bits_eq(&got.1, &want.1, &format!("weighted sum, length {len}"));
+    }
+}
+
+/// A generated model (every block format appears in its tensors) on one thread: the simd128
+/// and scalar engines give the same bits, within tolerance of the f32 reference, and a block
+/// forward equals token-by-token forwards.
+#[wasm_bindgen_test]
+async fn generated_models_match_the_reference_on_both_paths() {
+    const PROMPT: [u32; 9] = [5, 77, 120, 3, 260, 42, 199, 7, 8];
+    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+        let file = Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap());
+        let mut reference = CpuModel::load(&file, None).unwrap();
+        let want = reference.forward(&Batch::causal(&PROMPT, 0)).await.unwrap();
+        let rms = (want.data.iter().map(|v| v * v).sum::<f32>() / want.data.len() as f32).sqrt();
+        let mut outputs = Vec::new();
+        for isa in [Isa::Simd128, Isa::Scalar] {
+            let options = CpuOptions {
+                context: None,
+                threads: None,
+                isa: Some(isa),
+            };
+            let mut engine = CpuEngine::load(file.clone(), &options).unwrap();
+            assert_eq!(engine.threads(), 1, "one thread in the browser");
+            let got = engine.forward(&Batch::causal(&PROMPT, 0)).await.unwrap();
+            for (i, (a, b)) in got.data.iter().zip(&want.data).enumerate() {
+                assert!((a - b).abs() <= 0.1 * rms, "{isa:?}: logit {i}: {a} vs {b}");
+            }
+            let mut single = CpuEngine::load(file.clone(), &options).unwrap();
+            for (row, &t) in PROMPT.iter().enumerate() {
+                let one = single.forward(&Batch::causal(&[t], row)).await.unwrap();
+                common::assert_bits_eq(one.row(0), got.row(row), &format!("{isa:?} row {row}"));
+            }
+            outputs.push(got);
+        }
+        common::assert_bits_eq(&outputs[0].data, &outputs[1].data, "simd128 vs scalar");
+    }
+}
