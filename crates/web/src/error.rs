@@ -40,6 +40,9 @@ pub enum Code {
     Busy,
     /// The `onToken` callback threw; the thrown value is attached as `cause`.
     Callback,
+    /// A stored history of earlier outputs cannot be used (another model's, another version's,
+    /// damaged): the page discards it.
+    History,
     /// A broken invariant inside the engine.
     Internal,
 }
@@ -65,6 +68,7 @@ impl Code {
             Code::Cancelled => "cancelled",
             Code::Busy => "busy",
             Code::Callback => "callback",
+            Code::History => "history",
             Code::Internal => "internal",
         }
     }

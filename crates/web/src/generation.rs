@@ -7,8 +7,9 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, generate_text, generation_json, AutoDrafter, Depth, Drafter, GenerateOptions,
-    KvTokens, NgramDrafter, Provenance, SamplingParams, StopStrings, SuffixDrafter,
+    calibrate, decode_history, encode_history, generate_text, generation_json, AutoDrafter, Depth,
+    Drafter, GenerateOptions, HistoryError, KvTokens, NgramDrafter, Provenance, SamplingParams,
+    StopStrings, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -38,17 +39,67 @@ pub struct Drafters {
 
 impl Default for Drafters {
     fn default() -> Self {
+        Drafters::new(DEFAULT_HISTORY_TOKENS)
+    }
+}
+
+/// Tokens of earlier outputs the suffix drafters keep by default (a page can set its own bound
+/// with the `historyTokens` load option, up to [`MAX_HISTORY_TOKENS`]).
+pub const DEFAULT_HISTORY_TOKENS: usize = 1 << 16;
+/// The largest `historyTokens`: the trie holds up to 40 nodes per token.
+pub const MAX_HISTORY_TOKENS: usize = 1 << 20;
+
+impl Drafters {
+    /// Drafters whose suffix indices keep up to `history_tokens` tokens of earlier outputs.
+    pub fn new(history_tokens: usize) -> Self {
         Drafters {
             ngram: NgramDrafter::default(),
-            suffix: SuffixDrafter::default(),
-            auto: AutoDrafter::new(SuffixDrafter::default(), None),
+            suffix: SuffixDrafter::new(history_tokens),
+            auto: AutoDrafter::new(SuffixDrafter::new(history_tokens), None),
             adaptive: None,
             kv: KvTokens::default(),
         }
     }
-}
 
-impl Drafters {
+    /// Every generation's output reaches both suffix indices, whichever drafter ran (the one
+    /// that drafted indexed it already), so what a page persists and what either drafter
+    /// finds next time is every earlier answer.
+    fn remember(&mut self, used: &str, output: &[u32]) {
+        if used != "suffix" {
+            self.suffix.add_history(output);
+        }
+        if used != "auto" {
+            self.auto.suffix_mut().add_history(output);
+        }
+    }
+
+    /// The earlier outputs as a record for the model whose tokenizer has `fingerprint`.
+    pub fn export_history(&self, fingerprint: u64) -> Vec<u8> {
+        encode_history(fingerprint, self.suffix.history())
+    }
+
+    /// Adds the outputs of a record [`Drafters::export_history`] wrote (for this tokenizer)
+    /// to both suffix indices; returns how many. Nothing is added from a record that fails.
+    pub fn import_history(
+        &mut self,
+        record: &[u8],
+        fingerprint: u64,
+        vocab: usize,
+    ) -> Result<usize, HistoryError> {
+        let sequences = decode_history(record, fingerprint, vocab)?;
+        for seq in &sequences {
+            self.suffix.add_history(seq);
+            self.auto.suffix_mut().add_history(seq);
+        }
+        Ok(sequences.len())
+    }
+
+    /// Forgets every earlier output.
+    pub fn clear_history(&mut self) {
+        self.suffix.clear_history();
+        self.auto.suffix_mut().clear_history();
+    }
+
     /// The drafter called `name`; `None` is plain decoding.
     fn get(&mut self, name: &str) -> Result<Option<&mut dyn Drafter>, WebError> {
         check_drafter(name)?;
@@ -162,6 +213,7 @@ pub async fn run<M: LanguageModel>(
     )
     .await?;
     drafters.kv = kv;
+    drafters.remember(&opts.draft, &result.tokens);
     // What this generation learned of the device's cost (and its timing behind a long
     // context, done once) and of the drafters serves the next one.
     if matches!(result.depth, Depth::Adaptive(_)) {
@@ -450,5 +502,39 @@ mod tests {
         .expect("fresh");
         assert_eq!(fresh["stats"]["cached_tokens"], 0);
         assert_eq!(two["tokens"], fresh["tokens"]);
+    }
+
+    /// A page's persisted history: the outputs of one engine's generations, exported and
+    /// imported into fresh drafters (a returning visitor), make the suffix drafter draft the
+    /// repeated answer from its first token; the text stays the same. A record is refused by
+    /// another tokenizer, and clearing forgets it.
+    #[test]
+    fn history_carries_earlier_outputs_to_new_drafters() {
+        let vocab = tiny_tokenizer().vocab_size();
+        let mut first = Drafters::default();
+        let plain = generate_with_drafters("none", None, &mut first).expect("plain");
+        let record = first.export_history(7);
+        let mut restored = Drafters::default();
+        assert_eq!(restored.import_history(&record, 7, vocab), Ok(1));
+        let with = generate_with_drafters("suffix", None, &mut restored).expect("suffix");
+        let without =
+            generate_with_drafters("suffix", None, &mut Drafters::default()).expect("suffix");
+        assert_eq!(with.out["tokens"], plain.out["tokens"]);
+        assert_eq!(without.out["tokens"], plain.out["tokens"]);
+        let accepted = |r: &Run| r.out["stats"]["accepted"].as_u64().unwrap_or(0);
+        assert!(
+            accepted(&with) > accepted(&without),
+            "with history {} vs without {}",
+            accepted(&with),
+            accepted(&without)
+        );
+        assert!(Drafters::default()
+            .import_history(&record, 8, vocab)
+            .is_err());
+        restored.clear_history();
+        assert_eq!(
+            restored.export_history(7),
+            Drafters::default().export_history(7)
+        );
     }
 }

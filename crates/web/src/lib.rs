@@ -117,11 +117,7 @@ impl Engine {
         // Taken synchronously, so `generate(); cancel();` in one turn cancels this generation
         // and a second `generate` is refused before it could reset the flag.
         let Some(mut loaded) = self.slot.borrow_mut().take() else {
-            let busy = WebError::new(
-                Code::Busy,
-                "a generation is already running: await it or cancel() it first",
-            );
-            return js_sys::Promise::reject(&busy.into());
+            return js_sys::Promise::reject(&busy());
         };
         self.cancel.set(false);
         let session = self.session.clone();
@@ -140,6 +136,45 @@ impl Engine {
             *slot.borrow_mut() = Some(loaded);
             Ok(result?)
         })
+    }
+
+    /// Names the record of earlier outputs this model reads and writes: the tokenizer's
+    /// fingerprint, hex (a page stores one record per key).
+    #[wasm_bindgen(getter, js_name = historyKey)]
+    pub fn history_key(&self) -> String {
+        format!("{:016x}", self.session.history_key)
+    }
+
+    /// The suffix drafters' earlier outputs as a versioned, checksummed record (for the page
+    /// to persist); `busy` while a generation runs.
+    #[wasm_bindgen(js_name = exportHistory)]
+    pub fn export_history(&self) -> Result<Vec<u8>, JsValue> {
+        let slot = self.slot.borrow();
+        let loaded = slot.as_ref().ok_or_else(busy)?;
+        Ok(loaded.drafters.export_history(self.session.history_key))
+    }
+
+    /// Adds the earlier outputs of a record `exportHistory` wrote for this model; resolves
+    /// the number of outputs. A record of another model or version, or a damaged one, is the
+    /// error `history` and adds nothing.
+    #[wasm_bindgen(js_name = importHistory)]
+    pub fn import_history(&self, record: &[u8]) -> Result<u32, JsValue> {
+        let mut slot = self.slot.borrow_mut();
+        let loaded = slot.as_mut().ok_or_else(busy)?;
+        let vocab = self.session.tokenizer.vocab_size();
+        let added = loaded
+            .drafters
+            .import_history(record, self.session.history_key, vocab)
+            .map_err(|e| WebError::new(Code::History, e.to_string()))?;
+        Ok(u32::try_from(added).unwrap_or(u32::MAX))
+    }
+
+    /// Forgets every earlier output; `busy` while a generation runs.
+    #[wasm_bindgen(js_name = clearHistory)]
+    pub fn clear_history(&self) -> Result<(), JsValue> {
+        let mut slot = self.slot.borrow_mut();
+        slot.as_mut().ok_or_else(busy)?.drafters.clear_history();
+        Ok(())
     }
 
     /// Stops the running generation after the token being verified; its promise resolves with
@@ -161,6 +196,18 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
         return Err(WebError::new(
             Code::InvalidOption,
             "context must be at least 1",
+        ));
+    }
+    let history_tokens = options
+        .history_tokens
+        .unwrap_or(generation::DEFAULT_HISTORY_TOKENS);
+    if history_tokens > generation::MAX_HISTORY_TOKENS {
+        return Err(WebError::new(
+            Code::InvalidOption,
+            format!(
+                "historyTokens: at most {} (got {history_tokens})",
+                generation::MAX_HISTORY_TOKENS
+            ),
         ));
     }
     let choice = backend::choose(options.backend).await;
@@ -196,7 +243,7 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
         session: Rc::new(session),
         slot: Rc::new(RefCell::new(Some(Loaded {
             model,
-            drafters: Drafters::default(),
+            drafters: Drafters::new(history_tokens),
         }))),
         cancel: Rc::new(Cell::new(false)),
     })
@@ -269,6 +316,15 @@ async fn run_generation(
         });
     }
     to_js(&out)
+}
+
+/// The error of a call that needs the model while a generation holds it.
+fn busy() -> JsValue {
+    WebError::new(
+        Code::Busy,
+        "a generation is already running: await it or cancel() it first",
+    )
+    .into()
 }
 
 /// A plain JavaScript object with the same fields.

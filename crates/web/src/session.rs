@@ -53,6 +53,8 @@ pub struct ModelInfo {
 
 pub struct Session {
     pub tokenizer: Tokenizer,
+    /// What this model's record of earlier outputs is keyed by (the tokenizer's fingerprint).
+    pub history_key: u64,
     /// `None` when the model has no `tokenizer.chat_template`.
     template: Option<ChatTemplate>,
     pub info: ModelInfo,
@@ -114,6 +116,7 @@ impl Session {
             adapter: String::new(),
         };
         Ok(Session {
+            history_key: runahead_speculate::tokenizer_fingerprint(&tokenizer),
             tokenizer,
             template,
             info,
