@@ -2,6 +2,7 @@
 // WebAssembly module, checks WebGPU before any model byte is read, reads the model and loads it.
 
 import init, { Engine, ModelBytes, checkWebGpu } from './wasm/runahead.js';
+import { keepHistory } from './history.js';
 import { abortError, toRunaheadError } from './errors.js';
 import { dropCached, readModel } from './source.js';
 
@@ -34,10 +35,11 @@ function throwIfAborted(signal) {
 
 /**
  * Phases, in order: compile (the WebAssembly module), the WebGPU check, download or cache (the
- * model's bytes), upload (parsing, weights onto the GPU). Resolves to `{engine, info, from}`.
+ * model's bytes), upload (parsing, weights onto the GPU); then the stored history of earlier
+ * answers is read back. Resolves to `{engine, info, from, clearHistory}`.
  */
 export async function loadEngine(source, options = {}) {
-  const { context, backend = 'auto', onProgress, onEvent, signal, wasmUrl } = options;
+  const { context, backend = 'auto', history = true, historyTokens, onProgress, onEvent, signal, wasmUrl } = options;
   onProgress?.({ phase: 'compile', loaded: 0 });
   await initialize(wasmUrl);
   throwIfAborted(signal);
@@ -52,19 +54,26 @@ export async function loadEngine(source, options = {}) {
   }
   throwIfAborted(signal);
   const read = await readModel(source, options);
+  const engineOptions = { context, backend, historyTokens };
+  let loaded;
   try {
-    return await upload(read, { context, backend, onProgress, signal });
+    loaded = await upload(read, engineOptions, { onProgress, signal });
   } catch (e) {
     // A cached copy that is not a model (same size, other bytes): forget it and download.
     if (read.from !== 'cache' || e.code !== 'gguf') throw e;
     await dropCached(source);
     onEvent?.({ type: 'cache_fallback', reason: `the cached copy is not a valid model (${e.message}): downloading` });
     const again = await readModel(source, options);
-    return upload(again, { context, backend, onProgress, signal });
+    loaded = await upload(again, engineOptions, { onProgress, signal });
   }
+  // The suffix drafter's earlier answers: from and to the origin's storage unless
+  // `history: false` (then they last as long as the engine).
+  const { engine } = loaded;
+  loaded.clearHistory = history ? await keepHistory(engine, onEvent) : async () => engine.clearHistory();
+  return loaded;
 }
 
-async function upload({ bytes, from }, { context, backend, onProgress, signal }) {
+async function upload({ bytes, from }, engineOptions, { onProgress, signal }) {
   const size = bytes instanceof ModelBytes ? bytes.size : bytes.byteLength;
   if (signal?.aborted) {
     if (bytes instanceof ModelBytes) bytes.free();
@@ -73,7 +82,6 @@ async function upload({ bytes, from }, { context, backend, onProgress, signal })
   onProgress?.({ phase: 'upload', loaded: 0, total: size });
   let engine;
   try {
-    const engineOptions = { context, backend };
     engine = bytes instanceof ModelBytes
       ? await Engine.loadModelBytes(bytes, engineOptions)
       : await Engine.load(bytes, engineOptions);

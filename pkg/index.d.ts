@@ -21,6 +21,7 @@ export type RunaheadErrorCode =
   | 'wasm'
   | 'worker'
   | 'callback'
+  | 'history'
   | 'internal';
 
 export class RunaheadError extends Error {
@@ -58,7 +59,13 @@ export type LoadEvent =
   /** The server could not be reached to check the cached copy: it was used unchecked. */
   | { type: 'cache_unverified'; reason: string }
   /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
-  | { type: 'worker_fallback'; reason: string };
+  | { type: 'worker_fallback'; reason: string }
+  /** The suffix drafter's earlier answers were read back from the origin's storage. */
+  | { type: 'history_restored'; outputs: number; bytes: number }
+  /** A stored history could not be used (another version, damaged, unreadable): deleted. */
+  | { type: 'history_discarded'; reason: string }
+  /** This browser has no origin private file system: the history lasts as long as the model. */
+  | { type: 'history_unavailable'; reason: string };
 
 export interface LoadOptions {
   /** KV cache size in tokens (default 4096, capped by the model's trained context). */
@@ -83,6 +90,13 @@ export interface LoadOptions {
    * `no_webgpu`. 'cpu': the CPU engine.
    */
   backend?: 'auto' | 'webgpu' | 'cpu';
+  /**
+   * Keep the suffix drafter's earlier answers in the origin's storage (OPFS), one record per
+   * model, and read them back at the next load (default true).
+   */
+  history?: boolean;
+  /** Tokens of earlier answers kept (default 65536, at most 1048576). */
+  historyTokens?: number;
   onProgress?: (progress: LoadProgress) => void;
   onEvent?: (event: LoadEvent) => void;
   /** Stops the load in any phase (rejects with code `cancelled`). */
@@ -330,6 +344,8 @@ export class Runahead {
   generate(prompt: string | ChatMessage[], options?: GenerateOptions): Generation;
   /** `chat(messages, options)`, and the OpenAI-shaped `chat.completions.create`. */
   readonly chat: Chat;
+  /** Forgets the suffix drafter's earlier answers, in the engine and in the origin's storage. */
+  clearHistory(): Promise<void>;
   cancel(): void;
   /** Bytes of the WebAssembly memory of the thread that runs this engine. */
   wasmMemoryBytes(): Promise<number>;

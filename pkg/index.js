@@ -112,6 +112,7 @@ export class Runahead {
   #info;
   #inWorker;
   #from;
+  #clearHistory = null;
 
   constructor(token, engine, info, inWorker, from) {
     if (token !== CONSTRUCT) {
@@ -140,6 +141,8 @@ export class Runahead {
     const settings = {
       context: rest.context,
       backend: rest.backend ?? 'auto',
+      history: rest.history ?? true,
+      historyTokens: rest.historyTokens,
       cache: rest.cache,
       sha256: rest.sha256,
       wasmUrl: rest.wasmUrl,
@@ -160,8 +163,10 @@ export class Runahead {
         onEvent?.({ type: 'worker_fallback', reason: `WebGPU is not available in a worker here: ${e.message}` });
       }
     }
-    const { engine, info, from } = await loadEngine(source, { ...settings, onProgress, onEvent, signal });
-    return new Runahead(CONSTRUCT, engine, info, false, from);
+    const { engine, info, from, clearHistory } = await loadEngine(source, { ...settings, onProgress, onEvent, signal });
+    const runahead = new Runahead(CONSTRUCT, engine, info, false, from);
+    runahead.#clearHistory = clearHistory;
+    return runahead;
   }
 
   /**
@@ -210,6 +215,18 @@ export class Runahead {
    */
   generate(prompt, options = {}) {
     return new Generation(this.#engine, prompt, options);
+  }
+
+  /**
+   * Forgets the earlier answers the suffix drafter drafts from, in the engine and in the
+   * origin's storage (`busy` while a generation runs).
+   */
+  async clearHistory() {
+    try {
+      await (this.#inWorker ? this.#engine.clearHistory() : this.#clearHistory());
+    } catch (e) {
+      throw toRunaheadError(e);
+    }
   }
 
   /** Stops the running generation, if any. */

@@ -112,6 +112,10 @@ export class WorkerEngine {
     return this.#request('tokenize', { text });
   }
 
+  clearHistory() {
+    return this.#request('clearHistory');
+  }
+
   memoryBytes() {
     return this.#request('memory');
   }

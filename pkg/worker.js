@@ -7,6 +7,7 @@ import { loadEngine, wasmMemoryBytes } from './core.js';
 import { serializeError } from './errors.js';
 
 let engine = null;
+let clearHistory = null;
 
 const post = (message) => self.postMessage(message);
 
@@ -19,6 +20,7 @@ const ops = {
       onEvent: (event) => post({ id, kind: 'event', event }),
     });
     engine = loaded.engine;
+    clearHistory = loaded.clearHistory;
     return { info: loaded.info, from: loaded.from };
   },
   generate(id, { prompt, options }) {
@@ -28,6 +30,9 @@ const ops = {
   },
   cancel() {
     engine?.cancel();
+  },
+  clearHistory() {
+    return clearHistory();
   },
   tokenize(_id, { text }) {
     return Array.from(engine.tokenize(text));

@@ -183,6 +183,51 @@ test('a reload reads the model from the cache: no model byte over the network', 
   assert.ok(tasks.every((ms) => ms <= LONG_TASK_MS), `long tasks ${tasks} ms`);
 });
 
+// One greedy generation with `draft`, for the history test: its text and what was accepted.
+function generateWith(prompt, draft, maxTokens) {
+  return page.evaluate(async ([prompt, draft, maxTokens]) => {
+    const result = await window.model.generate(prompt, { maxTokens, draft, depth: 8 }).result;
+    return { tokens: result.tokens, accepted: result.stats.accepted, drafted: result.stats.drafted };
+  }, [prompt, draft, maxTokens]);
+}
+
+test("after a reload the suffix drafter drafts from the previous visit's answers", { timeout: 3 * SLOW }, async () => {
+  const prompt = 'Write one sentence about the sea.';
+  // The previous visit: no history, then one answer (which the engine stores).
+  await page.evaluate(() => window.model.clearHistory());
+  const fresh = await generateWith(prompt, 'suffix', 24);
+  await page.reload();
+  const loaded = await load(page);
+  const restored = loaded.events.find((e) => e.type === 'history_restored');
+  assert.ok(restored && restored.outputs >= 1, JSON.stringify(loaded.events));
+  const returning = await generateWith(prompt, 'suffix', 24);
+  assert.deepEqual(returning.tokens, fresh.tokens);
+  console.log(`suffix drafter, accepted without / with the previous visit: ${fresh.accepted} / ${returning.accepted}`);
+  assert.ok(returning.accepted > fresh.accepted && returning.accepted >= 8,
+    `accepted ${returning.accepted} after the reload vs ${fresh.accepted} before`);
+
+  // A damaged record is discarded with an event; the load and the drafting go on.
+  await page.evaluate(async () => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('runahead-history');
+    for await (const [name, handle] of dir.entries()) {
+      const writable = await handle.createWritable({ keepExistingData: true });
+      await writable.write({ type: 'write', position: 30, data: new Uint8Array([1, 2, 3]) });
+      await writable.close();
+      console.log(`damaged ${name}`);
+    }
+  });
+  await page.reload();
+  const damaged = await load(page);
+  assert.ok(damaged.events.some((e) => e.type === 'history_discarded'), JSON.stringify(damaged.events));
+  assert.deepEqual((await generateWith(prompt, 'suffix', 24)).tokens, fresh.tokens);
+
+  // clearHistory() forgets it on disk too.
+  await page.evaluate(() => window.model.clearHistory());
+  await page.reload();
+  const cleared = await load(page);
+  assert.ok(!cleared.events.some((e) => e.type === 'history_restored'), JSON.stringify(cleared.events));
+});
+
 test('a short cache entry falls back to the network, with an event', { timeout: 2 * SLOW }, async () => {
   await page.reload();
   // The stored entry cut to its first MiB, its description (size, Last-Modified) kept.

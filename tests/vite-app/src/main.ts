@@ -7,6 +7,9 @@ import Default, {
   initialize,
   wasmMemoryBytes,
   type CachedModel,
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type ChatMessage,
   type Chunk,
   type GenerateOptions,
   type GenerationResult,
@@ -32,7 +35,11 @@ function describeEvent(event: LoadEvent): string {
     case 'cache_skipped':
     case 'cache_unverified':
     case 'worker_fallback':
+    case 'history_discarded':
+    case 'history_unavailable':
       return `${event.type}: ${event.reason}`;
+    case 'history_restored':
+      return `${event.type}: ${event.outputs} earlier answers (${event.bytes} bytes)`;
   }
 }
 
@@ -40,6 +47,9 @@ async function main(): Promise<void> {
   const stop = new AbortController();
   const options: LoadOptions = {
     context: 2048,
+    backend: 'auto',
+    history: true,
+    historyTokens: 4096,
     worker: true,
     cache: true,
     onProgress: ({ phase, loaded, total }: LoadProgress) => {
@@ -50,7 +60,7 @@ async function main(): Promise<void> {
   };
   const model: Runahead = await Runahead.load(MODEL, options);
   const info: ModelInfo = model.info();
-  status.textContent = `${info.architecture}, ${info.parameters} parameters, ` +
+  status.textContent = `${info.architecture}, ${info.parameters} parameters on ${info.backend}, ` +
     `${model.inWorker ? 'in a worker' : 'on the page'}, from ${model.loadedFrom}`;
   document.body.dataset.inWorker = String(model.inWorker);
 
@@ -69,6 +79,28 @@ async function main(): Promise<void> {
   output.append(`\n${result.tokens.length} tokens (${ids.length} in "Hello"), ` +
     `${stats.tokens_per_second.toFixed(1)} tokens/s, ${stats.accepted}/${stats.drafted} accepted`);
 
+  // Chat: a conversation, streamed OpenAI-style, then the follow-up turn (which reuses the
+  // cached prefix) without streaming.
+  const messages: ChatMessage[] = [
+    { role: 'system', content: 'Answer briefly.' },
+    { role: 'user', content: 'What is the capital of France?' },
+  ];
+  let answer = '';
+  const stream: AsyncIterable<ChatCompletionChunk> = await model.chat.completions.create({
+    messages, stream: true, max_tokens: 4, temperature: 0, stop: ['\n\n'],
+  });
+  for await (const chunk of stream) {
+    answer += chunk.choices[0].delta.content ?? '';
+    if (chunk.usage) output.append(`\ncached ${chunk.usage.prompt_tokens_details.cached_tokens}`);
+  }
+  messages.push({ role: 'assistant', content: answer }, { role: 'user', content: 'And of Italy?' });
+  const reply: ChatCompletion = await model.chat.completions.create({ messages, max_tokens: 4 });
+  output.append(`\n${reply.choices[0].message.content} (${reply.choices[0].finish_reason}, ` +
+    `${reply.usage.prompt_tokens_details.cached_tokens} cached, ${reply.runahead.stats.backend})`);
+  const turn = model.chat(messages, { maxTokens: 2, stop: ['.'] });
+  for await (const chunk of turn) output.append(chunk.text);
+
+  await model.clearHistory();
   const second = model.generate('And of Italy?', { maxTokens: 8 });
   second.cancel();
   model.cancel();
