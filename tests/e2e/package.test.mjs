@@ -187,12 +187,12 @@ test('a reload reads the model from the cache: no model byte over the network', 
 function generateWith(prompt, draft, maxTokens) {
   return page.evaluate(async ([prompt, draft, maxTokens]) => {
     const result = await window.model.generate(prompt, { maxTokens, draft, depth: 8 }).result;
-    return { tokens: result.tokens, accepted: result.stats.accepted, drafted: result.stats.drafted };
+    return { tokens: result.tokens, accepted: result.stats.accepted, drafted: result.stats.drafted, stop: result.stats.stop_reason };
   }, [prompt, draft, maxTokens]);
 }
 
 test("after a reload the suffix drafter drafts from the previous visit's answers", { timeout: 3 * SLOW }, async () => {
-  const prompt = 'Write one sentence about the sea.';
+  const prompt = 'Once upon a time, in a small village by the sea,';
   // The previous visit: no history, then one answer (which the engine stores).
   await page.evaluate(() => window.model.clearHistory());
   const fresh = await generateWith(prompt, 'suffix', 24);
@@ -201,6 +201,7 @@ test("after a reload the suffix drafter drafts from the previous visit's answers
   const restored = loaded.events.find((e) => e.type === 'history_restored');
   assert.ok(restored && restored.outputs >= 1, JSON.stringify(loaded.events));
   const returning = await generateWith(prompt, 'suffix', 24);
+  assert.equal(fresh.stop, 'max_tokens'); // a 24-token answer to draft from
   assert.deepEqual(returning.tokens, fresh.tokens);
   console.log(`suffix drafter, accepted without / with the previous visit: ${fresh.accepted} / ${returning.accepted}`);
   assert.ok(returning.accepted > fresh.accepted && returning.accepted >= 8,

@@ -50,8 +50,13 @@ test('the Vite build of the packed package runs SmolLM2 in its worker', { timeou
   }));
   assert.equal(state.state, 'done', `${state.status}\n${log.join('\n')}`);
   assert.equal(state.inWorker, 'true');
-  assert.match(state.status, /^llama, \d+ parameters, in a worker, from network$/);
-  assert.match(state.output, /\n4 tokens \(\d+ in "Hello"\), [\d.]+ tokens\/s, \d+\/\d+ accepted$/);
+  assert.match(state.status, /^llama, \d+ parameters on (cpu|webgpu), in a worker, from network$/);
+  assert.match(state.output, /\n4 tokens \(\d+ in "Hello"\), [\d.]+ tokens\/s, \d+\/\d+ accepted\n/);
+  // The chat turns: the streamed one ends with usage, the follow-up reuses its cache.
+  const cached = [...state.output.matchAll(/cached (\d+)/g)].map((m) => Number(m[1]));
+  assert.ok(cached.length === 1, state.output);
+  const reply = /\((stop|length), (\d+) cached, (cpu|gpu)\)/.exec(state.output);
+  assert.ok(reply && Number(reply[2]) > 0, state.output);
   // The bundle's own worker chunk and .wasm were fetched (the app disposed the worker at its
   // end; its last call, initialize(), fetches the .wasm once more for the page's thread).
   const assets = await readdir(join(dist, 'assets'));
