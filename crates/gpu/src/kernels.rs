@@ -14,7 +14,12 @@ pub enum Op {
     RmsNorm,
     /// q/k/v biases, RoPE, q out and k/v into the f16 cache (`qkv_rope_store.wgsl`).
     QkvRopeStore,
+    /// Attention's first half: one partial result per chunk of each (token, head) pair's slots
+    /// (`attention.wgsl` or `attention_split_kv.wgsl`, per [`AttentionShape`]).
     Attention,
+    /// Attention's second half: each pair's partials merged in chunk order
+    /// (`attention_combine.wgsl`, the same in every shape).
+    AttentionCombine,
     SiluMul,
     Argmax,
     TopK,
@@ -66,6 +71,7 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
                 }
             },
         ),
+        Op::AttentionCombine => ("", include_str!("../../../shaders/attention_combine.wgsl")),
         Op::SiluMul => ("", include_str!("../../../shaders/silu_mul.wgsl")),
         Op::Argmax => ("", include_str!("../../../shaders/argmax.wgsl")),
         Op::TopK => ("", include_str!("../../../shaders/top_k.wgsl")),
@@ -115,13 +121,33 @@ pub enum MatmulShape {
     SplitK,
 }
 
-/// How the attention splits its work.
+/// How the attention splits its work. Both shapes divide each (token, head) pair's visible
+/// slots into chunks of [`attention_chunk`] slots, each chunk's partial result merged by
+/// `attention_combine.wgsl` in chunk order, so a decoding step's work items grow with the
+/// context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttentionShape {
-    /// `attention.wgsl`: one invocation per (token, head) walks every visible slot.
+    /// `attention.wgsl`: one invocation per (token, head, chunk) walks the chunk's slots.
     PerHead,
-    /// `attention_split_kv.wgsl`: one workgroup of 64 per (token, head) splits the slots.
+    /// `attention_split_kv.wgsl`: one workgroup of 64 per (token, head, chunk) splits the
+    /// chunk's slots.
     SplitKv,
+}
+
+/// Slots per attention chunk for a cache of `capacity` slots: 64, or more past
+/// [`MAX_ATTENTION_CHUNKS`] chunks, so that the partials stay about as large as the score
+/// scratch. The chunking depends on the cache only, never on the block: batch-invariant.
+pub fn attention_chunk(capacity: usize) -> usize {
+    const SLOTS: usize = 64;
+    SLOTS * capacity.div_ceil(SLOTS * MAX_ATTENTION_CHUNKS).max(1)
+}
+
+/// Most chunks a (token, head) pair's slots are split into.
+pub const MAX_ATTENTION_CHUNKS: usize = 256;
+
+/// Chunks of a full cache of `capacity` slots (the stride of the partials).
+pub fn attention_chunks(capacity: usize) -> usize {
+    capacity.div_ceil(attention_chunk(capacity))
 }
 
 /// Output rows of one split-K matmul workgroup.
@@ -218,12 +244,15 @@ impl MatmulShape {
 }
 
 impl AttentionShape {
-    /// Workgroups of the attention for `heads` query heads and `m` tokens.
-    pub fn grid(self, heads: usize, m: usize) -> (u32, u32, u32) {
+    /// Workgroups of the attention's first half for `heads` query heads and `m` tokens, the
+    /// longest-seeing of which sees `slots` slots, in chunks of `chunk` slots (the kernels
+    /// compute the same count from the step uniform's `slots`).
+    pub fn grid(self, heads: usize, m: usize, slots: usize, chunk: usize) -> (u32, u32, u32) {
+        let chunks = slots.div_ceil(chunk.max(1)).max(1);
         match self {
-            // One invocation per (token, head), 4 per workgroup.
-            AttentionShape::PerHead => ((heads * m).div_ceil(4) as u32, 1, 1),
-            AttentionShape::SplitKv => ((heads * m) as u32, 1, 1),
+            // One invocation per (token, head, chunk), 4 per workgroup.
+            AttentionShape::PerHead => ((heads * m * chunks).div_ceil(4) as u32, 1, 1),
+            AttentionShape::SplitKv => ((heads * m) as u32, chunks as u32, 1),
         }
     }
 }
@@ -319,6 +348,7 @@ mod tests {
             Op::RmsNorm,
             Op::QkvRopeStore,
             Op::Attention,
+            Op::AttentionCombine,
             Op::SiluMul,
             Op::Argmax,
             Op::TopK,
@@ -397,7 +427,22 @@ mod tests {
                 assert!(z as usize * tile >= m && (z as usize - 1) * tile < m);
             }
         }
-        assert_eq!(AttentionShape::SplitKv.grid(9, 3), (27, 1, 1));
-        assert_eq!(AttentionShape::PerHead.grid(9, 3), (7, 1, 1));
+        // 3 tokens after 1,022 cached: the last sees 1,025 slots, 17 chunks of 64.
+        assert_eq!(AttentionShape::SplitKv.grid(9, 3, 1025, 64), (27, 17, 1));
+        assert_eq!(AttentionShape::PerHead.grid(9, 3, 1025, 64), (115, 1, 1));
+        // Decoding at 1,024 cached tokens: 16 chunks, 144 workgroups of 64 or 36 of 4.
+        assert_eq!(AttentionShape::SplitKv.grid(9, 1, 1024, 64), (9, 16, 1));
+        assert_eq!(AttentionShape::PerHead.grid(9, 1, 1024, 64), (36, 1, 1));
+        // The first token: one chunk of one slot.
+        assert_eq!(AttentionShape::SplitKv.grid(9, 1, 1, 64), (9, 1, 1));
+    }
+
+    #[test]
+    fn attention_chunks_cover_the_cache_in_bounded_number() {
+        for cap in [1, 63, 64, 65, 4096, 16_384, 16_385, 32_768, 131_072] {
+            let (chunk, chunks) = (attention_chunk(cap), attention_chunks(cap));
+            assert!(chunk % 64 == 0 && chunks * chunk >= cap && chunks <= MAX_ATTENTION_CHUNKS);
+        }
+        assert_eq!(attention_chunk(4096), 64);
     }
 }

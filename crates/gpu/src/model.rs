@@ -50,20 +50,27 @@ enum Grid {
     PerToken,
     /// One invocation per element, `per_token` elements per token, 64 per workgroup.
     Elements { per_token: usize },
-    /// Attention over `heads` query heads ([`kernels::AttentionShape::grid`]).
+    /// The attention's first half over `heads` query heads in chunks of `chunk` slots
+    /// ([`kernels::AttentionShape::grid`]).
     Attention {
         heads: usize,
+        chunk: usize,
         shape: kernels::AttentionShape,
     },
 }
 
 impl Grid {
-    fn size(self, m: usize) -> (u32, u32, u32) {
+    /// Workgroups for a block of `m` tokens, the longest-seeing of which sees `slots` slots.
+    fn size(self, m: usize, slots: usize) -> (u32, u32, u32) {
         match self {
             Grid::Matmul { n, shape } => shape.grid(n, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
-            Grid::Attention { heads, shape } => shape.grid(heads, m),
+            Grid::Attention {
+                heads,
+                chunk,
+                shape,
+            } => shape.grid(heads, m, slots, chunk),
         }
     }
 
@@ -86,10 +93,12 @@ struct Dispatch {
 }
 
 impl Dispatch {
-    fn encode(&self, pass: &mut wgpu::ComputePass, m: usize) {
+    /// Encodes the dispatch for a block of `m` tokens, the longest-seeing of which sees `slots`
+    /// slots.
+    fn encode(&self, pass: &mut wgpu::ComputePass, m: usize, slots: usize) {
         let (pipeline, bind_group) =
             &self.variants[self.grid.variant(m).min(self.variants.len() - 1)];
-        let (x, y, z) = self.grid.size(m);
+        let (x, y, z) = self.grid.size(m, slots);
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
@@ -192,8 +201,9 @@ impl GpuModel {
     }
 
     /// Records the block's step uniform (`k`: entries per row for the top-k kernel), tokens,
-    /// positions and visibility lists at the head of `encoder` (see `upload.rs`).
-    fn write_step(&mut self, encoder: &mut wgpu::CommandEncoder, batch: &Batch, k: usize) {
+    /// positions and visibility lists at the head of `encoder` (see `upload.rs`). Returns the
+    /// most slots a token of the block sees (the attention's grid).
+    fn write_step(&mut self, encoder: &mut wgpu::CommandEncoder, batch: &Batch, k: usize) -> usize {
         let m = batch.len();
         let positions = &mut self.host.positions;
         positions.clear();
@@ -210,6 +220,12 @@ impl GpuModel {
             }
             row[0] = seen as u32;
         }
+        let slots = self.cache_len
+            + lists
+                .chunks(1 + MAX_ROWS)
+                .map(|r| r[0] as usize)
+                .max()
+                .unwrap_or(0);
         let fell_back = self.upload.write(
             &self.ctx.queue,
             encoder,
@@ -220,7 +236,7 @@ impl GpuModel {
                 visible: &self.io.visible,
             },
             upload::Inputs {
-                step: [m as u32, self.cache_len as u32, k as u32, 0],
+                step: [m as u32, self.cache_len as u32, k as u32, slots as u32],
                 tokens: &batch.tokens,
                 positions: &self.host.positions,
                 visible: &self.host.visible,
@@ -231,6 +247,7 @@ impl GpuModel {
             s.staging_writes += 4;
             self.stats.set(s);
         }
+        slots
     }
 
     /// Runs a block and returns the bytes of what `want` reads back: `[m, vocab]` f32 logits,
@@ -250,7 +267,7 @@ impl GpuModel {
         };
         let host = Clock::start();
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.write_step(&mut encoder, batch, k);
+        let slots = self.write_step(&mut encoder, batch, k);
         let q = &self.ctx.queue;
 
         let last = match want {
@@ -261,7 +278,7 @@ impl GpuModel {
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             for d in self.dispatches.iter().chain(last) {
-                d.encode(&mut pass, m);
+                d.encode(&mut pass, m, slots);
             }
         }
         let vocab = self.config.vocab_size;

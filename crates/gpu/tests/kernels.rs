@@ -6,7 +6,9 @@ mod common;
 use common::ctx;
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::{AttentionShape, KernelShape, MatmulShape, Op};
+use runahead_gpu::kernels::{
+    attention_chunk, attention_chunks, AttentionShape, KernelShape, MatmulShape, Op,
+};
 use runahead_gpu::testing::{f32s, run_kernel, run_kernel_step, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
 
@@ -479,13 +481,17 @@ impl AttentionCase {
             lists[i * (1 + max_rows) + 1..][..set.len()].copy_from_slice(set);
             q.extend_from_slice(&self.q[t * n_heads * hd..(t + 1) * n_heads * hd]);
         }
+        let chunk = attention_chunk(self.cap);
+        let chunks = attention_chunks(self.cap);
+        let partials = max_rows * n_heads * chunks * (4 + hd);
         let inputs = [
             Input::F32(q),
             Input::U32(pack_f16(&self.kc)),
             Input::U32(pack_f16(&self.vc)),
             Input::F32(vec![0.0; max_rows * n_heads * self.cap]),
-            Input::F32(vec![f32::NAN; m * n_heads * hd]),
-            Input::U32(lists),
+            // NaN where no chunk writes: a merge that read past a pair's chunks would show.
+            Input::F32(vec![f32::NAN; partials]),
+            Input::U32(lists.clone()),
         ];
         let p = [
             n_heads as u32,
@@ -494,19 +500,39 @@ impl AttentionCase {
             self.cap as u32,
             max_rows as u32,
             self.scale().to_bits(),
+            chunk as u32,
+            chunks as u32,
         ];
         let mut ctx = ctx();
         ctx.shape.attention = shape;
+        // The most slots a token of this block sees.
+        let slots = self.base + rows.iter().map(|&t| visible[t].len()).max().unwrap_or(0);
+        let partials = block_on(run_kernel_step(
+            &ctx,
+            Op::Attention,
+            None,
+            &inputs,
+            &p,
+            [m as u32, self.base as u32, 0, slots as u32],
+            shape.grid(n_heads, m, slots, chunk),
+            4,
+        ))
+        .unwrap();
+        let merge = [
+            Input::F32(f32s(&partials)),
+            Input::F32(vec![f32::NAN; m * n_heads * hd]),
+            Input::U32(lists),
+        ];
         f32s(
             &block_on(run_kernel(
                 &ctx,
-                Op::Attention,
+                Op::AttentionCombine,
                 None,
-                &inputs,
+                &merge,
                 &p,
                 (m, self.base),
-                shape.grid(n_heads, m),
-                4,
+                ((m * n_heads * hd / 4).div_ceil(64) as u32, 1, 1),
+                1,
             ))
             .unwrap(),
         )
@@ -578,12 +604,18 @@ fn causal_and_tree(rng: &mut TestRng, m: usize) -> [Vec<Vec<u32>>; 2] {
 fn attention_causal_and_tree_every_shape() {
     let mut rng = TestRng::new(17);
     // Small; SmolLM2's heads behind a long cache; Qwen2.5's head dimension 128; an odd head
-    // dimension (5 vec4s, 12 value groups in the split-KV kernel).
+    // dimension (5 vec4s, 12 value groups in the split-KV kernel). The slots are split in
+    // chunks of 64: one slot alone; a block whose tokens end on either side of a chunk
+    // boundary (63 + 1..2, 127 + 1..3); a long cache of 18 chunks, the last one partial.
     for (n_heads, n_kv, hd, base, m) in [
         (4, 2, 16, 5, 3),
         (9, 3, 64, 301, 5),
         (12, 2, 128, 70, 4),
         (3, 1, 20, 131, 6),
+        (2, 1, 8, 0, 1),
+        (4, 2, 16, 63, 2),
+        (6, 3, 36, 127, 3),
+        (3, 1, 64, 1100, 3),
     ] {
         let case = AttentionCase::new(&mut rng, n_heads, n_kv, hd, base, m);
         for visible in causal_and_tree(&mut rng, m) {

@@ -330,6 +330,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     let gate_up = b.storage("gate_up", size.gate_up)?;
     let act = b.storage("ffn_act", size.ffn)?;
     let scores = b.storage("scores", size.scores)?;
+    let partials = b.storage("attention_partials", size.partials)?;
     let read = U::MAP_READ | U::COPY_DST;
     let io = StepBuffers {
         step: b.step.clone(),
@@ -374,8 +375,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
     let qkv_width = d + 2 * kv_dim;
-    // Nine dispatches a layer: norm, q/k/v product, biases + RoPE + cache store, attention,
-    // output product (+ residual), norm, gate/up product, SiLU, down product (+ residual); a
+    // Ten dispatches a layer: norm, q/k/v product, biases + RoPE + cache store, attention (per
+    // chunk, then the chunks merged), output product (+ residual), norm, gate/up product, SiLU, down product (+ residual); a
     // product whose matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
@@ -416,6 +417,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
                 per_token: qkv_width / 2,
             },
         );
+        let chunk = kernels::attention_chunk(capacity);
         let p = [
             c.n_heads as u32,
             c.n_kv_heads as u32,
@@ -423,15 +425,27 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
             capacity as u32,
             r as u32,
             (1.0 / (c.head_dim as f32).sqrt()).to_bits(),
+            chunk as u32,
+            kernels::attention_chunks(capacity) as u32,
         ];
         b.push(
             Op::Attention,
             None,
-            &[&q, &kv.k[l], &kv.v[l], &scores, &attn, &io.visible],
+            &[&q, &kv.k[l], &kv.v[l], &scores, &partials, &io.visible],
             &p,
             Grid::Attention {
                 heads: c.n_heads,
+                chunk,
                 shape: ctx.shape.attention,
+            },
+        );
+        b.push(
+            Op::AttentionCombine,
+            None,
+            &[&partials, &attn, &io.visible],
+            &p,
+            Grid::Elements {
+                per_token: c.n_heads * c.head_dim / 4,
             },
         );
         let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;

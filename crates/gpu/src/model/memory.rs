@@ -22,6 +22,9 @@ pub(super) struct BufferSizes {
     pub gate_up: u64,
     /// `[MAX_ROWS, n_heads, capacity]`: attention scores.
     pub scores: u64,
+    /// `[MAX_ROWS, n_heads, chunks, 4 + head_dim]`: the attention's partial result per chunk
+    /// (`shaders/attention_io.wgsl`).
+    pub partials: u64,
     /// `[MAX_ROWS, vocab]`: logits on the device and their readback copy.
     pub logits: u64,
     /// `[capacity, kv_dim]` f16: one layer's keys (or values).
@@ -81,6 +84,13 @@ impl BufferSizes {
             ffn: words("feed-forward width", r, c.n_ff, 1)?,
             gate_up: words("gate/up width", r, c.n_ff.saturating_mul(2), 1)?,
             scores: words("attention scores", r, c.n_heads, capacity)?,
+            partials: words(
+                "attention partials",
+                r,
+                c.n_heads,
+                crate::kernels::attention_chunks(capacity)
+                    .saturating_mul(c.head_dim.saturating_add(4)),
+            )?,
             logits: words("logits", r, c.vocab_size, 1)?,
             // f16, two to a word (kv_dim is a multiple of 4).
             kv_cache_layer: words("KV cache", capacity, c.kv_dim() / 2, 1)?,
@@ -91,7 +101,7 @@ impl BufferSizes {
     }
 
     /// The storage buffers whose size depends on the model: one binding must hold each.
-    fn bindings(&self) -> [u64; 9] {
+    fn bindings(&self) -> [u64; 10] {
         [
             self.width,
             self.kv_rows,
@@ -99,6 +109,7 @@ impl BufferSizes {
             self.ffn,
             self.gate_up,
             self.scores,
+            self.partials,
             self.logits,
             self.kv_cache_layer,
             self.visible,
@@ -160,6 +171,7 @@ impl BufferSizes {
                 (1, self.ffn),
                 (1, self.gate_up),
                 (1, self.scores),
+                (1, self.partials),
                 (2, self.logits),
                 (1, self.visible),
                 (2, self.top_k),

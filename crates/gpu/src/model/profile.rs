@@ -28,7 +28,7 @@ impl GpuModel {
             )));
         }
         let mut inputs = self.ctx.device.create_command_encoder(&Default::default());
-        self.write_step(&mut inputs, batch, 0);
+        let slots = self.write_step(&mut inputs, batch, 0);
         self.ctx.queue.submit([inputs.finish()]);
         let m = batch.len();
         let wait = |ctx: &crate::GpuContext| {
@@ -43,7 +43,7 @@ impl GpuModel {
             {
                 let mut pass = encoder.begin_compute_pass(&Default::default());
                 for _ in 0..reps {
-                    d.encode(&mut pass, m);
+                    d.encode(&mut pass, m, slots);
                 }
             }
             wait(&self.ctx)?;
