@@ -10,7 +10,7 @@
 #   SETUP_SKIP_WASM_BINDGEN=1   cargo install wasm-bindgen-cli
 #   SETUP_SKIP_MODELS=1         scripts/fetch-models.sh (SmolLM2-135M, Qwen2.5-Coder-0.5B) and
 #                               scripts/fetch-vocab-tests.sh (llama.cpp's tokenizer suite)
-#   SETUP_SKIP_NPM=1            npm ci in tests/e2e (playwright-core) and tests/vite-app (vite,
+#   SETUP_SKIP_NPM=1            npm install in tests/e2e (playwright-core) and tests/vite-app (vite,
 #                               typescript), pinned by their lock files
 #   SETUP_SKIP_FUZZ=1           cargo install cargo-fuzz (scripts/fuzz.sh, the test step `fuzz`)
 set -euo pipefail
@@ -131,8 +131,12 @@ setup_npm() {
       say "npm: tests/$name packages already installed"
       continue
     fi
-    say "npm: installing tests/$name packages (npm ci)"
-    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    say "npm: installing tests/$name packages (from the lock file)"
+    # `npm install --no-save` installs the lock file's versions (integrity-checked) and leaves
+    # it as it is. Not `npm ci`: it refuses a lock file without every platform's optional
+    # packages, and the registry mirror these machines use lacks most of rollup's (Vite's
+    # bundler) native builds for other platforms, so no lock file made here has them.
+    npm install --prefix "$dir" --no-save --no-audit --no-fund --loglevel=error
   done
 }
 
