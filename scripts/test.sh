@@ -99,7 +99,8 @@ step_e2e() {
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test --test-concurrency=1 \
     "$root/tests/e2e/sha256.test.mjs" "$root/tests/e2e/demo.test.mjs" \
     "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
-    "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs"
+    "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
+    "$root/tests/e2e/cpu-fallback.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_fuzz() {
