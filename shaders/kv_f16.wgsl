@@ -22,27 +22,12 @@ fn f16_bits(x: f32) -> u32 {
     return sign | min(h, 0x7c00u);
 }
 
-// f16 bits -> f32, exact.
-fn f16_value(h: u32) -> f32 {
-    let sign = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    if (e == 0u) {
-        let v = f32(m) * 5.9604645e-8; // subnormal: m * 2^-24
-        return select(v, -v, sign != 0u);
-    }
-    if (e == 31u) {
-        return bitcast<f32>(sign | 0x7f800000u | (m << 13u));
-    }
-    return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
-}
-
 // Four cached values from the two words that hold them.
 fn kv4(w: vec2<u32>) -> vec4<f32> {
     return vec4<f32>(
-        f16_value(w.x & 0xffffu),
-        f16_value(w.x >> 16u),
-        f16_value(w.y & 0xffffu),
-        f16_value(w.y >> 16u),
+        f16_to_f32(w.x & 0xffffu),
+        f16_to_f32(w.x >> 16u),
+        f16_to_f32(w.y & 0xffffu),
+        f16_to_f32(w.y >> 16u),
     );
 }

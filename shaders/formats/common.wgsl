@@ -19,22 +19,6 @@ fn byte_at(b: u32) -> u32 {
     return (weights[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
 }
 
-// Exact f16 -> f32 from the 16 bits, without unpack2x16float (a capability some backends
-// lack).
-fn f16_to_f32(h: u32) -> f32 {
-    let sign = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    if (e == 0u) {
-        let v = f32(m) * 5.9604645e-8; // subnormal: m * 2^-24
-        return select(v, -v, sign != 0u);
-    }
-    if (e == 31u) {
-        return bitcast<f32>(sign | 0x7f800000u | (m << 13u));
-    }
-    return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
-}
-
 // An f16 at a 2-byte-aligned offset.
 fn f16_at(b: u32) -> f32 {
     let word = weights[b >> 2u];

@@ -26,6 +26,8 @@ pub enum Op {
 }
 
 const COMMON: &str = include_str!("../../../shaders/formats/common.wgsl");
+/// `f16_to_f32`, which both the format decoders and the f16 KV cache read with.
+const F16_TO_F32: &str = include_str!("../../../shaders/f16_to_f32.wgsl");
 
 /// The decoder source (`unit_head`, `quad`) of a block format, or `None` when the GPU engine lacks it.
 pub fn format_source(ty: GgmlType) -> Option<&'static str> {
@@ -77,11 +79,12 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
         Op::TopK => ("", include_str!("../../../shaders/top_k.wgsl")),
     };
     let decoder = match format.and_then(format_source) {
-        Some(f) => format!("{COMMON}\n{f}\n"),
+        Some(f) => format!("{F16_TO_F32}\n{COMMON}\n{f}\n"),
         // The KV cache's f16 words.
-        None if matches!(op, Op::QkvRopeStore | Op::Attention) => {
-            format!("{}\n", include_str!("../../../shaders/kv_f16.wgsl"))
-        }
+        None if matches!(op, Op::QkvRopeStore | Op::Attention) => format!(
+            "{F16_TO_F32}\n{}\n",
+            include_str!("../../../shaders/kv_f16.wgsl")
+        ),
         None => String::new(),
     };
     format!("{decoder}{io}\n{body}")
