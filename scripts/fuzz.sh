@@ -102,7 +102,13 @@ for t in "${targets[@]}"; do
     -artifact_prefix="fuzz/artifacts/$t/" -print_final_stats=1 ${FUZZ_ARGS:-} > "$log" 2>&1; then
     result=ok
   else
-    result="FINDING (exit $?): see $log and fuzz/artifacts/$t/"
+    code=$?
+    # 72: libFuzzer's exit code when the run was interrupted (SIGINT/SIGTERM), no finding.
+    if [ "$code" = 72 ] && grep -q 'libFuzzer: run interrupted' "$log"; then
+      result="interrupted (no finding)"
+    else
+      result="FINDING (exit $code): see $log and fuzz/artifacts/$t/"
+    fi
     status=1
   fi
   # The last status line carries coverage (cov: edges, ft: features) and the corpus size.
