@@ -25,7 +25,13 @@ pub struct AutoDrafter {
 }
 
 impl AutoDrafter {
-    /// The suffix drafter it holds (for its history of earlier outputs).
+    /// The suffix drafter it holds: a front end can draft with it alone, and read or restore
+    /// its history of earlier outputs.
+    pub fn suffix(&self) -> &SuffixDrafter {
+        &self.suffix
+    }
+
+    /// See [`AutoDrafter::suffix`].
     pub fn suffix_mut(&mut self) -> &mut SuffixDrafter {
         &mut self.suffix
     }

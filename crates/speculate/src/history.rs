@@ -38,7 +38,13 @@ pub enum HistoryError {
 /// FNV-1a, 64-bit: stable across platforms and versions (unlike the hashers of the standard
 /// library or ahash, which are seeded per process).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    fnv1a_extend(FNV_OFFSET, bytes)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of what `hash` covers followed by `bytes`.
+fn fnv1a_extend(mut hash: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
@@ -49,14 +55,13 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// What a record is keyed by: the tokenizer's pre-tokenizer and every token's bytes, so a
 /// history is only read back by a model that gives the same ids the same meaning.
 pub fn tokenizer_fingerprint(tokenizer: &Tokenizer) -> u64 {
-    let mut bytes = Vec::with_capacity(16 * tokenizer.vocab_size());
-    bytes.extend_from_slice(tokenizer.pre.as_bytes());
+    let mut hash = fnv1a_extend(FNV_OFFSET, tokenizer.pre.as_bytes());
     for id in 0..tokenizer.vocab_size() as u32 {
         let token = tokenizer.token_bytes(id);
-        bytes.extend_from_slice(&(token.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(token);
+        hash = fnv1a_extend(hash, &(token.len() as u32).to_le_bytes());
+        hash = fnv1a_extend(hash, token);
     }
-    fnv1a(&bytes)
+    hash
 }
 
 /// The record of `sequences` (oldest first) for the tokenizer with `fingerprint`.

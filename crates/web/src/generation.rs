@@ -26,9 +26,11 @@ pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
 /// the target's verification cost (calibrated once) and how far each drafter can be trusted.
 /// And which tokens the model's KV cache holds, so a follow-up prompt that starts with the last
 /// conversation computes only what is new.
+///
+/// There is one suffix drafter: `draft: "suffix"` is the one `auto` holds, so one index of
+/// earlier outputs serves both (and is what a page persists).
 pub struct Drafters {
     ngram: NgramDrafter,
-    suffix: SuffixDrafter,
     auto: AutoDrafter,
     /// Adaptive depth's state: calibrated by the first generation that speculates with
     /// `depth: "auto"`, refined by each one after.
@@ -43,7 +45,7 @@ impl Default for Drafters {
     }
 }
 
-/// Tokens of earlier outputs the suffix drafters keep by default (a page can set its own bound
+/// Tokens of earlier outputs the suffix drafter keeps by default (a page can set its own bound
 /// with the `historyTokens` load option, up to [`MAX_HISTORY_TOKENS`]).
 pub const DEFAULT_HISTORY_TOKENS: usize = 1 << 16;
 /// The largest `historyTokens`: the trie holds up to 40 nodes per token.
@@ -54,32 +56,28 @@ impl Drafters {
     pub fn new(history_tokens: usize) -> Self {
         Drafters {
             ngram: NgramDrafter::default(),
-            suffix: SuffixDrafter::new(history_tokens),
             auto: AutoDrafter::new(SuffixDrafter::new(history_tokens), None),
             adaptive: None,
             kv: KvTokens::default(),
         }
     }
 
-    /// Every generation's output reaches both suffix indices, whichever drafter ran (the one
-    /// that drafted indexed it already), so what a page persists and what either drafter
-    /// finds next time is every earlier answer.
+    /// Every generation's output reaches the suffix index, whichever drafter ran (the suffix
+    /// drafter, alone or inside auto, indexes its own generations when they finish), so what a
+    /// page persists and what the suffix drafter finds next time is every earlier answer.
     fn remember(&mut self, used: &str, output: &[u32]) {
-        if used != "suffix" {
-            self.suffix.add_history(output);
-        }
-        if used != "auto" {
+        if !matches!(used, "suffix" | "auto") {
             self.auto.suffix_mut().add_history(output);
         }
     }
 
     /// The earlier outputs as a record for the model whose tokenizer has `fingerprint`.
     pub fn export_history(&self, fingerprint: u64) -> Vec<u8> {
-        encode_history(fingerprint, self.suffix.history())
+        encode_history(fingerprint, self.auto.suffix().history())
     }
 
     /// Adds the outputs of a record [`Drafters::export_history`] wrote (for this tokenizer)
-    /// to both suffix indices; returns how many. Nothing is added from a record that fails.
+    /// to the suffix index; returns how many. Nothing is added from a record that fails.
     pub fn import_history(
         &mut self,
         record: &[u8],
@@ -87,16 +85,15 @@ impl Drafters {
         vocab: usize,
     ) -> Result<usize, HistoryError> {
         let sequences = decode_history(record, fingerprint, vocab)?;
+        let suffix = self.auto.suffix_mut();
         for seq in &sequences {
-            self.suffix.add_history(seq);
-            self.auto.suffix_mut().add_history(seq);
+            suffix.add_history(seq);
         }
         Ok(sequences.len())
     }
 
     /// Forgets every earlier output.
     pub fn clear_history(&mut self) {
-        self.suffix.clear_history();
         self.auto.suffix_mut().clear_history();
     }
 
@@ -105,7 +102,7 @@ impl Drafters {
         check_drafter(name)?;
         Ok(match name {
             "ngram" => Some(&mut self.ngram),
-            "suffix" => Some(&mut self.suffix),
+            "suffix" => Some(self.auto.suffix_mut()),
             "auto" => Some(&mut self.auto),
             _ => None,
         })

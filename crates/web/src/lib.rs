@@ -145,7 +145,7 @@ impl Engine {
         format!("{:016x}", self.session.history_key)
     }
 
-    /// The suffix drafters' earlier outputs as a versioned, checksummed record (for the page
+    /// The suffix drafter's earlier outputs as a versioned, checksummed record (for the page
     /// to persist); `busy` while a generation runs.
     #[wasm_bindgen(js_name = exportHistory)]
     pub fn export_history(&self) -> Result<Vec<u8>, JsValue> {

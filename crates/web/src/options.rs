@@ -18,7 +18,7 @@ pub struct LoadOptions {
     /// `auto` (default), `webgpu` or `cpu` (see [`crate::backend`]).
     #[serde(default)]
     pub backend: crate::backend::BackendOption,
-    /// Tokens of earlier outputs the suffix drafters keep (and a page persists); default
+    /// Tokens of earlier outputs the suffix drafter keeps (and a page persists); default
     /// [`crate::generation::DEFAULT_HISTORY_TOKENS`].
     pub history_tokens: Option<usize>,
 }
