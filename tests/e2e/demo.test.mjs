@@ -148,11 +148,16 @@ test('the package reports bad input as a RunaheadError with a code', async () =>
       gguf: await codeOf(Runahead.load(new Uint8Array([71, 71, 85, 70, 9, 9]))),
       source: await codeOf(Runahead.load(42)),
       fetch: await codeOf(Runahead.load('/models/no-such-model.gguf')),
+      // Options are checked before the bytes are parsed.
+      historyTokens: await codeOf(Runahead.load(new Uint8Array([71, 71, 85, 70, 9, 9]), { historyTokens: 2 ** 21 })),
+      backend: await codeOf(Runahead.load(new Uint8Array([71, 71, 85, 70, 9, 9]), { backend: 'gpu' })),
     };
   });
   assert.deepEqual(outcome, {
     gguf: 'true gguf',
     source: 'true invalid_source',
     fetch: 'true fetch',
+    historyTokens: 'true invalid_option',
+    backend: 'true invalid_option',
   });
 });
