@@ -17,6 +17,8 @@ use serde::Serialize;
 
 use crate::{ModelError, Result};
 
+mod namespace_guard;
+
 /// Fuel one render may use: minijinja (3.x) charges one per instruction and one per 64 bytes of
 /// data it creates or visits, so this also bounds a render's allocations to about 128 MB.
 /// Measured (`tests/limits.rs`): one message takes 43 with SmolLM2's ChatML template and 48
@@ -107,6 +109,7 @@ impl ChatTemplate {
         env.add_filter("format", format);
         env.add_filter("tojson", tojson);
         env.add_function("namespace", namespace);
+        env.add_filter(namespace_guard::GUARD, namespace_guard::namespace_value);
         env.set_fuel(Some(TEMPLATE_FUEL));
         // HF templates are whitespace-exact with these two settings.
         let syntax = SyntaxConfig::builder()
@@ -114,8 +117,9 @@ impl ChatTemplate {
             .lstrip_blocks(true)
             .build()
             .map_err(|e| ModelError::ChatTemplate(format!("syntax: {e}")))?;
+        let source = namespace_guard::guard_namespace_assignments(source, &syntax)?;
         env.set_syntax(syntax);
-        env.add_template_owned("chat", source.to_owned())
+        env.add_template_owned("chat", source)
             .map_err(|e| ModelError::ChatTemplate(format!("cannot compile: {e}")))?;
         Ok(ChatTemplate {
             env,
@@ -514,7 +518,8 @@ fn namespace(defaults: Option<ValueOrKwargs>) -> std::result::Result<Value, mini
 /// Empties every namespace the render on this thread created. `{% set ns.me = ns %}` makes a
 /// reference cycle that minijinja (3.1) never frees (it breaks the cycles of macro closures, not
 /// of namespaces), so each render would leak what the namespace holds: up to the fuel's
-/// 128 MB. Every cycle passes through an attribute set by `{% set ns.name = ... %}` after the
+/// 128 MB. The namespace guard now refuses such an assignment; this stays as a second line, at
+/// the cost of a tiny render per namespace attribute. Every cycle passes through an attribute set by `{% set ns.name = ... %}` after the
 /// namespace was made, and `name` is an identifier, so setting each identifier-named attribute
 /// to none breaks them all; namespaces can only be assigned to from a template, hence the tiny
 /// templates.
@@ -797,16 +802,19 @@ mod tests {
 
     /// Found by fuzzing (a timeout): `tojson` of a namespace that holds itself walked the cycle
     /// as deep as the fuel's bytes allowed, holding an iterator per level: 1 GB and seconds
-    /// for one filter call. Now nesting past 256 levels is an error, found at once. (Printing
-    /// such a value with `{{ }}` or `~` still recurses without end inside minijinja: open, see
-    /// docs/fuzzing.md.)
+    /// for one filter call. `tojson` refuses nesting past 256 levels, and since the namespace
+    /// guard (`chat/namespace_guard.rs`) the cycle is refused where it would be made.
     #[test]
     fn tojson_of_a_cyclic_value_is_an_error() {
         let cycle = "{% set ns = namespace(sys='') %}{% set ns.sys = ns, 1 %}";
         let started = std::time::Instant::now();
         let t = ChatTemplate::new(&format!("{cycle}{{{{ ns.sys | tojson }}}}"), "", "").unwrap();
         let err = t.render(&[], false).unwrap_err();
-        assert!(err.to_string().contains("nested deeper than 256"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("a namespace cannot be stored in a namespace"),
+            "{err}"
+        );
         assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
         // Nesting real templates use still serializes.
         let nested = "{{ {'a': [{'b': {'c': [1, 2, {'d': 'e'}]}}]} | tojson }}";
