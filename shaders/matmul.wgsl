@@ -15,7 +15,8 @@
 // expression in every token slot of every TILE variant, so a token's result is bit-identical
 // whatever the block size M or its place in the block.
 
-// Prepended with matmul_io.wgsl (parameters, bindings).
+// Prepended with matmul_io.wgsl (parameters, bindings) and one matmul_input*.wgsl (what the
+// input is: as stored, RMS-normalized as it is read, or silu(gate) * up).
 
 // Tokens per invocation: 1, 4 or 8.
 override TILE: u32 = 8u;
@@ -35,30 +36,44 @@ struct X4 {
     b3: vec4<f32>,
 }
 
-// Tokens t..t+4 (t + 3 only when TILE >= 4), vec4 index b within a row of x.
+// Tokens t..t+4 (t + 3 only when TILE >= 4), vec4 index b within a row of the input.
 fn load_x4(t: u32, b: u32) -> X4 {
     var r: X4;
-    let k4 = p.k / 4u;
-    // Loads of slots past the block are skipped (masked), not just discarded.
-    if (t < step.m) {
-        r.a0 = x[t * k4 + b];
-        r.b0 = x[t * k4 + b + 1u];
-    }
+    r.a0 = x_at(t, b);
+    r.b0 = x_at(t, b + 1u);
     if (TILE >= 4u) {
-        if (t + 1u < step.m) {
-            r.a1 = x[(t + 1u) * k4 + b];
-            r.b1 = x[(t + 1u) * k4 + b + 1u];
-        }
-        if (t + 2u < step.m) {
-            r.a2 = x[(t + 2u) * k4 + b];
-            r.b2 = x[(t + 2u) * k4 + b + 1u];
-        }
-        if (t + 3u < step.m) {
-            r.a3 = x[(t + 3u) * k4 + b];
-            r.b3 = x[(t + 3u) * k4 + b + 1u];
-        }
+        r.a1 = x_at(t + 1u, b);
+        r.b1 = x_at(t + 1u, b + 1u);
+        r.a2 = x_at(t + 2u, b);
+        r.b2 = x_at(t + 2u, b + 1u);
+        r.a3 = x_at(t + 3u, b);
+        r.b3 = x_at(t + 3u, b + 1u);
     }
     return r;
+}
+
+// The quads as the product multiplies them (x_weighted).
+fn weigh4(xs: X4, b: u32) -> X4 {
+    var r = xs;
+    r.a0 = x_weighted(xs.a0, b);
+    r.b0 = x_weighted(xs.b0, b + 1u);
+    if (TILE >= 4u) {
+        r.a1 = x_weighted(xs.a1, b);
+        r.b1 = x_weighted(xs.b1, b + 1u);
+        r.a2 = x_weighted(xs.a2, b);
+        r.b2 = x_weighted(xs.b2, b + 1u);
+        r.a3 = x_weighted(xs.a3, b);
+        r.b3 = x_weighted(xs.b3, b + 1u);
+    }
+    return r;
+}
+
+// The quads squared element by element (their dot with ones is the sum of squares).
+fn square4(xs: X4) -> X4 {
+    return X4(
+        xs.a0 * xs.a0, xs.a1 * xs.a1, xs.a2 * xs.a2, xs.a3 * xs.a3,
+        xs.b0 * xs.b0, xs.b1 * xs.b1, xs.b2 * xs.b2, xs.b3 * xs.b3,
+    );
 }
 
 // acc + (dot(qa, xa_t) + dot(qb, xb_t)) for the four tokens of xs.
@@ -92,25 +107,27 @@ fn row_step(acc: Acc, h: Head, i: u32, lo: X4, hi: X4) -> Acc {
     return r;
 }
 
-fn store(t: u32, o: u32, acc: f32) {
+fn store(t: u32, o: u32, acc: f32, ss: f32) {
     if (t < step.m && o < p.n) {
         let i = t * p.y_stride + p.col0 + o;
-        y[i] = select(acc, y[i] + acc, p.accumulate == 1u);
+        let v = finish(acc, ss);
+        y[i] = select(v, y[i] + v, p.accumulate == 1u);
     }
 }
 
-fn store_row(t0: u32, o: u32, acc: Acc) {
-    store(t0, o, acc.lo.x);
+// Row o's values for the tile's tokens; ss: each token's sum of squares (NORMED inputs).
+fn store_row(t0: u32, o: u32, acc: Acc, ss: Acc) {
+    store(t0, o, acc.lo.x, ss.lo.x);
     if (TILE >= 4u) {
-        store(t0 + 1u, o, acc.lo.y);
-        store(t0 + 2u, o, acc.lo.z);
-        store(t0 + 3u, o, acc.lo.w);
+        store(t0 + 1u, o, acc.lo.y, ss.lo.y);
+        store(t0 + 2u, o, acc.lo.z, ss.lo.z);
+        store(t0 + 3u, o, acc.lo.w, ss.lo.w);
     }
     if (TILE >= 8u) {
-        store(t0 + 4u, o, acc.hi.x);
-        store(t0 + 5u, o, acc.hi.y);
-        store(t0 + 6u, o, acc.hi.z);
-        store(t0 + 7u, o, acc.hi.w);
+        store(t0 + 4u, o, acc.hi.x, ss.hi.x);
+        store(t0 + 5u, o, acc.hi.y, ss.hi.y);
+        store(t0 + 6u, o, acc.hi.z, ss.hi.z);
+        store(t0 + 7u, o, acc.hi.w, ss.hi.w);
     }
 }
 
@@ -155,6 +172,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     var a13: Acc;
     var a14: Acc;
     var a15: Acc;
+    // Each token's sum of squares of its input, in the same fixed order for every token slot.
+    var ss: Acc;
     let units = p.k / 32u;
     for (var u = 0u; u < units; u++) {
         let h0 = unit_head(r0, u);
@@ -175,10 +194,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
         let h15 = unit_head(r15, u);
         for (var i = 0u; i < 8u; i += 2u) {
             let b = u * 8u + i;
-            let lo = load_x4(t0, b);
+            var lo = load_x4(t0, b);
             var hi: X4;
             if (TILE >= 8u) {
                 hi = load_x4(t0 + 4u, b);
+            }
+            if (NORMED) {
+                ss.lo = step4(ss.lo, vec4<f32>(1.0), vec4<f32>(1.0), square4(lo));
+                if (TILE >= 8u) {
+                    ss.hi = step4(ss.hi, vec4<f32>(1.0), vec4<f32>(1.0), square4(hi));
+                }
+                lo = weigh4(lo, b);
+                if (TILE >= 8u) {
+                    hi = weigh4(hi, b);
+                }
             }
             a0 = row_step(a0, h0, i, lo, hi);
             if (ROWS >= 2u) {
@@ -206,28 +235,28 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
             }
         }
     }
-    store_row(t0, o, a0);
+    store_row(t0, o, a0, ss);
     if (ROWS >= 2u) {
-        store_row(t0, o + 1u, a1);
+        store_row(t0, o + 1u, a1, ss);
     }
     if (ROWS >= 4u) {
-        store_row(t0, o + 2u, a2);
-        store_row(t0, o + 3u, a3);
+        store_row(t0, o + 2u, a2, ss);
+        store_row(t0, o + 3u, a3, ss);
     }
     if (ROWS >= 8u) {
-        store_row(t0, o + 4u, a4);
-        store_row(t0, o + 5u, a5);
-        store_row(t0, o + 6u, a6);
-        store_row(t0, o + 7u, a7);
+        store_row(t0, o + 4u, a4, ss);
+        store_row(t0, o + 5u, a5, ss);
+        store_row(t0, o + 6u, a6, ss);
+        store_row(t0, o + 7u, a7, ss);
     }
     if (ROWS >= 16u) {
-        store_row(t0, o + 8u, a8);
-        store_row(t0, o + 9u, a9);
-        store_row(t0, o + 10u, a10);
-        store_row(t0, o + 11u, a11);
-        store_row(t0, o + 12u, a12);
-        store_row(t0, o + 13u, a13);
-        store_row(t0, o + 14u, a14);
-        store_row(t0, o + 15u, a15);
+        store_row(t0, o + 8u, a8, ss);
+        store_row(t0, o + 9u, a9, ss);
+        store_row(t0, o + 10u, a10, ss);
+        store_row(t0, o + 11u, a11, ss);
+        store_row(t0, o + 12u, a12, ss);
+        store_row(t0, o + 13u, a13, ss);
+        store_row(t0, o + 14u, a14, ss);
+        store_row(t0, o + 15u, a15, ss);
     }
 }

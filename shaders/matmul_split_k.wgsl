@@ -12,7 +12,8 @@
 // then the 8 partials added in invocation order, the same expression in every token slot of
 // every TILE variant: bit-identical whatever the block size M or the token's place in it.
 
-// Prepended with matmul_io.wgsl (parameters, bindings).
+// Prepended with matmul_io.wgsl (parameters, bindings) and one matmul_input*.wgsl (what the
+// input is: as stored, RMS-normalized as it is read, or silu(gate) * up).
 
 // Tokens per workgroup: 1, 4 or 8.
 override TILE: u32 = 8u;
@@ -23,13 +24,9 @@ const ROWS_PER_GROUP: u32 = 8u;      // 64 invocations / SPLIT
 // [row in group, token slot, split]: the partial sums of each (row, token).
 var<workgroup> partial: array<f32, 512>;
 
-// Quad b of the activations of token t (zero past the block: those loads are skipped).
-fn x_at(t: u32, b: u32) -> vec4<f32> {
-    if (t < step.m) {
-        return x[t * (p.k / 4u) + b];
-    }
-    return vec4<f32>(0.0);
-}
+// [token slot, split]: each token's sum of squares of its input, per invocation of a row
+// (NORMED inputs; every row of the group computes the same sums, row 0 writes them).
+var<workgroup> squares: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -42,28 +39,57 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let row = min(o, p.n - 1u) * p.row_bytes;
     var lo = vec4<f32>(0.0); // tokens t0..t0+4
     var hi = vec4<f32>(0.0); // tokens t0+4..t0+8
+    var ss_lo = vec4<f32>(0.0); // their sums of squares (NORMED)
+    var ss_hi = vec4<f32>(0.0);
     let units = p.k / 32u;
     for (var u = 0u; u < units; u++) {
         let w = quad(unit_head(row, u), j);
         let b = u * 8u + j;
+        let v0 = x_at(t0, b);
         if (TILE == 1u) {
-            lo = lo + vec4<f32>(dot(w, x_at(t0, b)), 0.0, 0.0, 0.0);
+            lo = lo + vec4<f32>(dot(w, x_weighted(v0, b)), 0.0, 0.0, 0.0);
+            if (NORMED) {
+                ss_lo = ss_lo + vec4<f32>(dot(v0, v0), 0.0, 0.0, 0.0);
+            }
         } else {
+            let v1 = x_at(t0 + 1u, b);
+            let v2 = x_at(t0 + 2u, b);
+            let v3 = x_at(t0 + 3u, b);
             lo = lo + vec4<f32>(
-                dot(w, x_at(t0, b)),
-                dot(w, x_at(t0 + 1u, b)),
-                dot(w, x_at(t0 + 2u, b)),
-                dot(w, x_at(t0 + 3u, b)),
+                dot(w, x_weighted(v0, b)),
+                dot(w, x_weighted(v1, b)),
+                dot(w, x_weighted(v2, b)),
+                dot(w, x_weighted(v3, b)),
             );
+            if (NORMED) {
+                ss_lo = ss_lo + vec4<f32>(dot(v0, v0), dot(v1, v1), dot(v2, v2), dot(v3, v3));
+            }
             if (TILE >= 8u) {
+                let v4 = x_at(t0 + 4u, b);
+                let v5 = x_at(t0 + 5u, b);
+                let v6 = x_at(t0 + 6u, b);
+                let v7 = x_at(t0 + 7u, b);
                 hi = hi + vec4<f32>(
-                    dot(w, x_at(t0 + 4u, b)),
-                    dot(w, x_at(t0 + 5u, b)),
-                    dot(w, x_at(t0 + 6u, b)),
-                    dot(w, x_at(t0 + 7u, b)),
+                    dot(w, x_weighted(v4, b)),
+                    dot(w, x_weighted(v5, b)),
+                    dot(w, x_weighted(v6, b)),
+                    dot(w, x_weighted(v7, b)),
                 );
+                if (NORMED) {
+                    ss_hi = ss_hi + vec4<f32>(dot(v4, v4), dot(v5, v5), dot(v6, v6), dot(v7, v7));
+                }
             }
         }
+    }
+    if (NORMED && r == 0u) {
+        squares[j] = ss_lo.x;
+        squares[SPLIT + j] = ss_lo.y;
+        squares[2u * SPLIT + j] = ss_lo.z;
+        squares[3u * SPLIT + j] = ss_lo.w;
+        squares[4u * SPLIT + j] = ss_hi.x;
+        squares[5u * SPLIT + j] = ss_hi.y;
+        squares[6u * SPLIT + j] = ss_hi.z;
+        squares[7u * SPLIT + j] = ss_hi.w;
     }
     let cell = (r * TILE) * SPLIT + j;
     partial[cell] = lo.x;
@@ -84,10 +110,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (j < TILE && t < step.m && o < p.n) {
         let first = (r * TILE + j) * SPLIT;
         var acc = 0.0;
+        var ss = 0.0;
         for (var s = 0u; s < SPLIT; s++) {
             acc += partial[first + s];
+            if (NORMED) {
+                ss += squares[j * SPLIT + s];
+            }
         }
         let i = t * p.y_stride + p.col0 + o;
-        y[i] = select(acc, y[i] + acc, p.accumulate == 1u);
+        let v = finish(acc, ss);
+        y[i] = select(v, y[i] + v, p.accumulate == 1u);
     }
 }

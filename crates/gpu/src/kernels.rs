@@ -9,7 +9,15 @@ use runahead_gguf::GgmlType;
 /// A compute kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// y (+)= W x (`matmul.wgsl` or `matmul_split_k.wgsl`, per [`MatmulShape`], with
+    /// `matmul_input.wgsl`).
     Matmul,
+    /// y (+)= W rms_norm(x) * g: the norm fused into the product that follows it
+    /// (`matmul_input_rms_norm.wgsl`; the norm's weights g bound after the step uniform).
+    MatmulRmsNorm,
+    /// y (+)= W (silu(gate) * up) from the gate/up product's rows: the FFN's elementwise step
+    /// fused into the down product (`matmul_input_silu_mul.wgsl`).
+    MatmulSiluMul,
     Embed,
     RmsNorm,
     /// q/k/v biases, RoPE, q out and k/v into the f16 cache (`qkv_rope_store.wgsl`).
@@ -23,6 +31,23 @@ pub enum Op {
     SiluMul,
     Argmax,
     TopK,
+}
+
+impl Op {
+    /// A matrix product (one pipeline per token tile, shaped by [`MatmulShape`]).
+    pub fn is_matmul(self) -> bool {
+        matches!(self, Op::Matmul | Op::MatmulRmsNorm | Op::MatmulSiluMul)
+    }
+
+    /// How many of the op's storage bindings come after its uniforms (the parameters, then the
+    /// step): the last ones of the buffers a dispatch is given. The fused norm's weights are the
+    /// one such binding, so that every product keeps the bindings the plain one has.
+    pub fn bindings_after_step(self) -> usize {
+        match self {
+            Op::MatmulRmsNorm => 1,
+            _ => 0,
+        }
+    }
 }
 
 const COMMON: &str = include_str!("../../../shaders/formats/common.wgsl");
@@ -53,19 +78,30 @@ pub fn format_source(ty: GgmlType) -> Option<&'static str> {
 pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
     const MATMUL_IO: &str = include_str!("../../../shaders/matmul_io.wgsl");
     const ATTENTION_IO: &str = include_str!("../../../shaders/attention_io.wgsl");
+    let matmul_io = |input: &str| format!("{MATMUL_IO}\n{input}");
     let (io, body) = match op {
-        Op::Matmul => (
-            MATMUL_IO,
+        Op::Matmul | Op::MatmulRmsNorm | Op::MatmulSiluMul => (
+            matmul_io(match op {
+                Op::MatmulRmsNorm => include_str!("../../../shaders/matmul_input_rms_norm.wgsl"),
+                Op::MatmulSiluMul => include_str!("../../../shaders/matmul_input_silu_mul.wgsl"),
+                _ => include_str!("../../../shaders/matmul_input.wgsl"),
+            }),
             match shape.matmul {
                 MatmulShape::Rows { .. } => include_str!("../../../shaders/matmul.wgsl"),
                 MatmulShape::SplitK => include_str!("../../../shaders/matmul_split_k.wgsl"),
             },
         ),
-        Op::Embed => ("", include_str!("../../../shaders/embed.wgsl")),
-        Op::RmsNorm => ("", include_str!("../../../shaders/rms_norm.wgsl")),
-        Op::QkvRopeStore => ("", include_str!("../../../shaders/qkv_rope_store.wgsl")),
+        Op::Embed => (String::new(), include_str!("../../../shaders/embed.wgsl")),
+        Op::RmsNorm => (
+            String::new(),
+            include_str!("../../../shaders/rms_norm.wgsl"),
+        ),
+        Op::QkvRopeStore => (
+            String::new(),
+            include_str!("../../../shaders/qkv_rope_store.wgsl"),
+        ),
         Op::Attention => (
-            ATTENTION_IO,
+            ATTENTION_IO.to_owned(),
             match shape.attention {
                 AttentionShape::PerHead => include_str!("../../../shaders/attention.wgsl"),
                 AttentionShape::SplitKv => {
@@ -73,10 +109,16 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
                 }
             },
         ),
-        Op::AttentionCombine => ("", include_str!("../../../shaders/attention_combine.wgsl")),
-        Op::SiluMul => ("", include_str!("../../../shaders/silu_mul.wgsl")),
-        Op::Argmax => ("", include_str!("../../../shaders/argmax.wgsl")),
-        Op::TopK => ("", include_str!("../../../shaders/top_k.wgsl")),
+        Op::AttentionCombine => (
+            String::new(),
+            include_str!("../../../shaders/attention_combine.wgsl"),
+        ),
+        Op::SiluMul => (
+            String::new(),
+            include_str!("../../../shaders/silu_mul.wgsl"),
+        ),
+        Op::Argmax => (String::new(), include_str!("../../../shaders/argmax.wgsl")),
+        Op::TopK => (String::new(), include_str!("../../../shaders/top_k.wgsl")),
     };
     let decoder = match format.and_then(format_source) {
         Some(f) => format!("{F16_TO_F32}\n{COMMON}\n{f}\n"),
@@ -111,6 +153,9 @@ pub fn matmul_variant(m: usize) -> usize {
 pub struct KernelShape {
     pub matmul: MatmulShape,
     pub attention: AttentionShape,
+    /// The RMS norms and the FFN's SiLU step run inside the products that read their output
+    /// ([`Op::MatmulRmsNorm`], [`Op::MatmulSiluMul`]): 7 dispatches a layer instead of 10.
+    pub fused_inputs: bool,
 }
 
 /// How the matmul splits its work.
@@ -163,6 +208,7 @@ impl KernelShape {
     pub const EMULATED: KernelShape = KernelShape {
         matmul: MatmulShape::Rows { rows: 16, wg: 8 },
         attention: AttentionShape::PerHead,
+        fused_inputs: false,
     };
     /// For Chromium's SwiftShader: as [`Self::EMULATED`] with 2 rows per invocation, because
     /// SwiftShader compiles the 16-row kernel so slowly that it outweighs what the kernel
@@ -172,6 +218,7 @@ impl KernelShape {
     pub const EMULATED_QUICK_COMPILE: KernelShape = KernelShape {
         matmul: MatmulShape::Rows { rows: 2, wg: 64 },
         attention: AttentionShape::PerHead,
+        fused_inputs: false,
     };
     /// For real GPUs, which need thousands of invocations in flight and coalesced reads: rows
     /// split over invocations, and one workgroup per (token, head) in the attention. Correct and
@@ -180,6 +227,7 @@ impl KernelShape {
     pub const GPU: KernelShape = KernelShape {
         matmul: MatmulShape::SplitK,
         attention: AttentionShape::SplitKv,
+        fused_inputs: true,
     };
 
     /// How reports name the shape.
@@ -212,14 +260,16 @@ impl KernelShape {
     /// shared by every shape.
     fn for_op(self, op: Op) -> KernelShape {
         KernelShape {
-            matmul: match op {
-                Op::Matmul => self.matmul,
-                _ => MatmulShape::SplitK,
+            matmul: match op.is_matmul() {
+                true => self.matmul,
+                false => MatmulShape::SplitK,
             },
             attention: match op {
                 Op::Attention => self.attention,
                 _ => AttentionShape::SplitKv,
             },
+            // Decides which ops a model runs, not how one is compiled.
+            fused_inputs: false,
         }
     }
 }
@@ -264,7 +314,7 @@ impl AttentionShape {
 /// the matmul's index into [`MATMUL_TILES`], the attention's head dimension (its `HD`).
 pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
     match op {
-        Op::Matmul => matmul_variant(m),
+        _ if op.is_matmul() => matmul_variant(m),
         Op::Attention => params.get(2).copied().unwrap_or(0) as usize,
         _ => 0,
     }
@@ -300,10 +350,10 @@ impl Pipelines {
                 );
                 let tile = MATMUL_TILES[variant.min(2)] as f64;
                 let constants: Vec<(&str, f64)> = match (op, shape.matmul) {
-                    (Op::Matmul, MatmulShape::Rows { rows, wg }) => {
+                    (_, MatmulShape::Rows { rows, wg }) if op.is_matmul() => {
                         vec![("TILE", tile), ("ROWS", rows as f64), ("WG", wg as f64)]
                     }
-                    (Op::Matmul, MatmulShape::SplitK) => vec![("TILE", tile)],
+                    (_, MatmulShape::SplitK) if op.is_matmul() => vec![("TILE", tile)],
                     (Op::Attention, _) => vec![("HD", variant as f64)],
                     _ => Vec::new(),
                 };
@@ -361,6 +411,8 @@ mod tests {
         .collect();
         for f in GgmlType::all().filter(|t| t.is_supported()) {
             cases.push((Op::Matmul, Some(f)));
+            cases.push((Op::MatmulRmsNorm, Some(f)));
+            cases.push((Op::MatmulSiluMul, Some(f)));
             cases.push((Op::Embed, Some(f)));
         }
         for (op, f) in cases {

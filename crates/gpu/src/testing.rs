@@ -99,6 +99,8 @@ fn prepare(
             }
         })
         .collect();
+    // The uniforms go before the op's last `bindings_after_step` inputs.
+    let after = buffers.split_off(buffers.len() - op.bindings_after_step());
     buffers.push(init(
         bytemuck::cast_slice(&params(op_params)),
         wgpu::BufferUsages::UNIFORM,
@@ -107,6 +109,7 @@ fn prepare(
         bytemuck::cast_slice(&step),
         wgpu::BufferUsages::UNIFORM,
     ));
+    buffers.extend(after);
     let entries: Vec<wgpu::BindGroupEntry> = buffers
         .iter()
         .enumerate()

@@ -80,6 +80,14 @@ fn smollm2_on_the_gpu() {
         let ids = block_on(gpu.forward_argmax(&Batch::causal(&next, pos))).unwrap();
         assert_eq!(ids, vec![cpu_next.argmax(0)], "{shape}");
         assert_eq!(gpu.stats().submits, 2, "{shape}: one submit per forward");
+        // 30 layers of 7 dispatches with the norms and SiLU fused into the products, else 10;
+        // then the embedding, the output product and (unfused) the final norm. The argmax is
+        // one more where only it is read back.
+        let expected = match ctx.shape.fused_inputs {
+            true => 30 * 7 + 2,
+            false => 30 * 10 + 3,
+        };
+        assert_eq!(gpu.dispatches_per_forward(), expected, "{shape}");
         got
     };
     let got = check(&ctx(), "adapter's kernels");

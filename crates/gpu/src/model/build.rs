@@ -75,14 +75,16 @@ impl Builder<'_> {
     ) -> Dispatch {
         // The matmul has one pipeline per token tile; other ops one (the attention's is
         // specialized to the head dimension).
-        let variants: Vec<usize> = match op {
-            Op::Matmul => (0..MATMUL_TILES.len()).collect(),
-            _ => vec![kernels::variant(op, params, 1)],
+        let variants: Vec<usize> = match op.is_matmul() {
+            true => (0..MATMUL_TILES.len()).collect(),
+            false => vec![kernels::variant(op, params, 1)],
         };
         let uniform = self.uniform(params);
-        let mut all: Vec<&wgpu::Buffer> = buffers.to_vec();
+        let (before, after) = buffers.split_at(buffers.len() - op.bindings_after_step());
+        let mut all: Vec<&wgpu::Buffer> = before.to_vec();
         all.push(&uniform);
         all.push(&self.step);
+        all.extend(after);
         let entries: Vec<wgpu::BindGroupEntry> = all
             .iter()
             .enumerate()
@@ -155,19 +157,24 @@ impl Builder<'_> {
         y_stride: usize,
         accumulate: bool,
     ) {
-        self.matmul_at(w, x, y, y_stride, 0, accumulate);
+        self.product(Input::Plain(x), w, y, y_stride, 0, accumulate);
     }
 
-    /// y[:, col0..col0 + rows] (+)= W x, one dispatch per piece of W.
-    fn matmul_at(
+    /// y[:, col0..col0 + rows] (+)= W input, one dispatch per piece of W.
+    fn product(
         &mut self,
+        input: Input,
         w: &GpuMatrix,
-        x: &wgpu::Buffer,
         y: &wgpu::Buffer,
         y_stride: usize,
         col0: usize,
         accumulate: bool,
     ) {
+        let (op, x, norm, eps) = match input {
+            Input::Plain(x) => (Op::Matmul, x, None, 0.0),
+            Input::RmsNorm { x, weights, eps } => (Op::MatmulRmsNorm, x, Some(weights), eps),
+            Input::SiluMul(gate_up) => (Op::MatmulSiluMul, gate_up, None, 0.0),
+        };
         for piece in &w.pieces {
             let p = [
                 w.cols as u32,
@@ -176,11 +183,14 @@ impl Builder<'_> {
                 (col0 + piece.row_start) as u32,
                 y_stride as u32,
                 accumulate as u32,
+                f32::to_bits(eps),
             ];
+            let mut buffers = vec![&piece.buffer, x, y];
+            buffers.extend(norm);
             self.push(
-                Op::Matmul,
+                op,
                 Some(w.ty),
-                &[&piece.buffer, x, y],
+                &buffers,
                 &p,
                 Grid::Matmul {
                     n: piece.rows,
@@ -188,10 +198,68 @@ impl Builder<'_> {
                 },
             );
             if let Some(d) = self.dispatches.last_mut() {
-                d.label = format!("Matmul {} {}x{}", w.ty, piece.rows, w.cols);
+                d.label = format!("{op:?} {} {}x{}", w.ty, piece.rows, w.cols);
             }
         }
     }
+
+    /// The input of a product that reads `x` RMS-normalized with `weights`: read through the
+    /// norm where the kernel shape fuses inputs, else normalized into `scratch` first (one
+    /// dispatch, whatever number of products read it).
+    fn normed<'b>(
+        &mut self,
+        x: &'b wgpu::Buffer,
+        weights: &'b wgpu::Buffer,
+        scratch: &'b wgpu::Buffer,
+        n: usize,
+        eps: f32,
+    ) -> Input<'b> {
+        match self.ctx.shape.fused_inputs {
+            true => Input::RmsNorm { x, weights, eps },
+            false => {
+                self.rms_norm(x, weights, scratch, n, eps);
+                Input::Plain(scratch)
+            }
+        }
+    }
+
+    /// The input of a down product: silu(gate) * up read from `gate_up` where the kernel
+    /// shape fuses inputs, else computed into `scratch` first.
+    fn silu_mul<'b>(
+        &mut self,
+        gate_up: &'b wgpu::Buffer,
+        scratch: &'b wgpu::Buffer,
+        ff: usize,
+    ) -> Input<'b> {
+        match self.ctx.shape.fused_inputs {
+            true => Input::SiluMul(gate_up),
+            false => {
+                self.push(
+                    Op::SiluMul,
+                    None,
+                    &[gate_up, scratch],
+                    &[ff as u32],
+                    Grid::Elements { per_token: ff },
+                );
+                Input::Plain(scratch)
+            }
+        }
+    }
+}
+
+/// What a product reads.
+#[derive(Clone, Copy)]
+enum Input<'b> {
+    /// `x` as stored.
+    Plain(&'b wgpu::Buffer),
+    /// `x` RMS-normalized with `weights` as it is read.
+    RmsNorm {
+        x: &'b wgpu::Buffer,
+        weights: &'b wgpu::Buffer,
+        eps: f32,
+    },
+    /// silu(gate) * up from a gate/up product's rows.
+    SiluMul(&'b wgpu::Buffer),
 }
 
 /// The tensor `name`, checked to be a `rows x cols` matrix.
@@ -375,20 +443,22 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
     let qkv_width = d + 2 * kv_dim;
-    // Ten dispatches a layer: norm, q/k/v product, biases + RoPE + cache store, attention (per
-    // chunk, then the chunks merged), output product (+ residual), norm, gate/up product, SiLU, down product (+ residual); a
-    // product whose matrices differ in block format takes one dispatch per run of equal ones.
+    // Seven dispatches a layer where the kernel shape fuses inputs: q/k/v product (reading the
+    // norm), biases + RoPE + cache store, attention (per chunk, then the chunks merged), output
+    // product (+ residual), gate/up product (reading the norm), down product (reading SiLU, +
+    // residual); ten otherwise (both norms and the SiLU step on their own). A product whose
+    // matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
         let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
-        b.rms_norm(&x, &attn_norm, &h, d, c.rms_eps);
+        let normed = b.normed(&x, &attn_norm, &h, d, c.rms_eps);
         let qkv_parts = [
             (name("attn_q.weight"), d),
             (name("attn_k.weight"), kv_dim),
             (name("attn_v.weight"), kv_dim),
         ];
         for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
-            b.matmul_at(&w, &h, &qkv, qkv_width, col0, false);
+            b.product(normed, &w, &qkv, qkv_width, col0, false);
         }
         let bias = match c.qkv_bias {
             true => {
@@ -452,29 +522,23 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         b.matmul(&wo, &attn, &x, d, true);
 
         let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
-        b.rms_norm(&x, &ffn_norm, &h, d, c.rms_eps);
+        let normed = b.normed(&x, &ffn_norm, &h, d, c.rms_eps);
         let gate_up_parts = [(name("ffn_gate.weight"), ff), (name("ffn_up.weight"), ff)];
         for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
-            b.matmul_at(&w, &h, &gate_up, 2 * ff, col0, false);
+            b.product(normed, &w, &gate_up, 2 * ff, col0, false);
         }
-        b.push(
-            Op::SiluMul,
-            None,
-            &[&gate_up, &act],
-            &[ff as u32],
-            Grid::Elements { per_token: ff },
-        );
+        let input = b.silu_mul(&gate_up, &act, ff);
         let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
-        b.matmul(&w_down, &act, &x, d, true);
+        b.product(input, &w_down, &x, d, 0, true);
     }
 
     let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
-    b.rms_norm(&x, &output_norm, &h, d, c.rms_eps);
+    let normed = b.normed(&x, &output_norm, &h, d, c.rms_eps);
     let output = match file.header.tensor(TensorNames::OUTPUT) {
         Some(_) => matrix(ctx, file, TensorNames::OUTPUT, vocab, d)?,
         None => token_embd,
     };
-    b.matmul(&output, &h, &io.logits, vocab, false);
+    b.product(normed, &output, &io.logits, vocab, 0, false);
     let argmax_dispatch = b.make(
         Op::Argmax,
         None,
