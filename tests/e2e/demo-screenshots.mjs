@@ -1,5 +1,6 @@
 // Screenshots of the demo page in headless Chromium, at desktop and phone widths, light and
-// dark, in four states: empty, a model loaded, after a two-turn chat, after a compare (plus one
+// dark, in four states: empty, a model loaded (from the cache, after a reload), after a
+// two-turn chat, after a compare (plus one
 // taken while an answer streams). For looking at the page, not a test: scripts/demo-screenshots.sh.
 //
 // Environment: SHOTS_OUT (default tests/e2e/out/screenshots), CHROMIUM (default /usr/bin/chromium),
@@ -54,10 +55,14 @@ try {
 
   await shoot('empty');
 
-  await page.fill('#model-url', `/${model}`);
-  await page.fill('#context', '1024');
-  await page.click('#model-url-load');
-  await waitFor('#model-status', ['ready', 'error']);
+  // Loaded twice: the second load, after a reload, reads the model from the cache.
+  for (const reload of [false, true]) {
+    if (reload) await page.reload();
+    await page.fill('#model-url', `/${model}`);
+    await page.fill('#context', '1024');
+    await page.click('#model-url-load');
+    await waitFor('#model-status', ['ready', 'error']);
+  }
   await shoot('loaded');
 
   await page.fill('#max-tokens', '32');

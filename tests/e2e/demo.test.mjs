@@ -1,10 +1,11 @@
 // The demo page end to end in Debian's headless Chromium: load SmolLM2 through the URL field
 // (the CPU engine, since SwiftShader is a software adapter), run Compare greedily with the
 // n-gram drafter and require that both sides stream exactly the tokens and text the native CPU
-// engine (`runahead generate --json --backend cpu`) gives; Compare on a prompt that repeats
-// itself shows accepted drafts, identical texts and a speedup; a two-turn chat with a system
-// prompt reuses the first turn from the cache; Stop ends an answer and the engine answers
-// again; errors are shown with their hint.
+// engine (`runahead generate --json --backend cpu`) gives; after a reload the model comes from
+// the cache and the page says so; Compare on a prompt that repeats itself shows accepted
+// drafts, identical texts and a speedup; a two-turn chat with a system prompt reuses the first
+// turn from the cache; Stop ends an answer and the engine answers again; a failed load shows
+// its error code and hint.
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
@@ -139,6 +140,18 @@ test('the demo streams the native CPU engine greedy tokens, with speculation off
   // The Live card shows the last generation: the plain side.
   assert.equal(await page.textContent('#stat-stop'), want.stats.stop_reason);
   assert.equal(await page.textContent('#stat-generated'), String(want.tokens.length));
+});
+
+test('after a reload the demo reads the model from the cache and says so', { timeout: 2 * SLOW }, async () => {
+  const sent = server.bytesSent(`/${MODEL}`);
+  await page.reload();
+  await page.fill('#model-url', `/${MODEL}`);
+  await page.fill('#context', '256');
+  await page.click('#model-url-load');
+  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  assert.equal(server.bytesSent(`/${MODEL}`), sent, 'model bytes were downloaded again');
+  assert.equal(await page.textContent('#source-badge'), 'from the model cache');
+  assert.match(await page.textContent('#events'), /read from the model cache \([\d.]+ MB, no download\)/);
 });
 
 test('Compare shows accepted drafts, identical texts and the speedup', { timeout: 2 * SLOW }, async () => {
