@@ -5,7 +5,7 @@
 import { $, percent, rate } from './ui.js';
 
 const IDS = ['stat-speed', 'stat-generated', 'stat-from-draft', 'stat-acceptance', 'stat-forwards',
-  'stat-prompt', 'stat-cached', 'stat-prefill', 'stat-stop'];
+  'stat-cached', 'stat-prefill', 'stat-stop'];
 
 function set(id, value) {
   $(id).textContent = value;
@@ -49,9 +49,8 @@ export class Tracker {
     set('stat-from-draft', `${s.accepted} (${percent(s.accepted, s.generated_tokens)})`);
     set('stat-acceptance', s.drafted > 0 ? `${s.accepted} of ${s.drafted} (${percent(s.accepted, s.drafted)})` : 'no drafts');
     set('stat-forwards', s.target_forwards);
-    set('stat-prompt', `${s.prompt_tokens} tokens`);
+    set('stat-prefill', `${s.prompt_tokens}, ${s.prefill_seconds.toFixed(2)} s`);
     set('stat-cached', `${s.cached_tokens} / ${s.prompt_tokens - s.cached_tokens}`);
-    set('stat-prefill', `${s.prefill_seconds.toFixed(2)} s`);
     set('stat-stop', s.stop_reason);
     $('stats').dataset.state = 'done';
   }

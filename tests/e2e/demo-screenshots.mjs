@@ -1,7 +1,8 @@
 // Screenshots of the demo page in headless Chromium, at desktop and phone widths, light and
 // dark, in four states: empty, a model loaded (from the cache, after a reload), after a
-// two-turn chat, after a compare (plus one
-// taken while an answer streams). For looking at the page, not a test: scripts/demo-screenshots.sh.
+// two-turn chat, after a compare; and the two README pictures (docs/demo-compare.png and
+// docs/demo-chat-mobile.png are copies of docs-*.png). For looking at the page, not a test:
+// scripts/demo-screenshots.sh.
 //
 // Environment: SHOTS_OUT (default tests/e2e/out/screenshots), CHROMIUM (default /usr/bin/chromium),
 // MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf).
@@ -69,17 +70,21 @@ try {
   await send('What is the capital of France? Answer in one sentence.');
   await waitFor('#stats', ['done', 'error']);
   await send('And what is the capital of Germany?');
-  await page.waitForFunction(() => document.querySelectorAll('.message.streaming .body span').length > 3,
-    null, { timeout: SLOW });
-  await shoot('chat-streaming', ['desktop'], ['light']);
   await waitFor('#stats', ['done', 'error']);
   await shoot('chat');
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.setViewportSize(SIZES.mobile);
+  await page.locator('.message.assistant').last().scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(out, 'docs-chat-mobile.png') });
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize(SIZES.desktop);
 
   await page.click('#tab-compare');
   await page.fill('#max-tokens', '64');
   await page.click('#compare-run');
   await waitFor('#compare-summary', ['done', 'error']);
   await shoot('compare');
+  await page.locator('.workspace').screenshot({ path: join(out, 'docs-compare.png') });
 } finally {
   await browser.close();
   server.kill();
