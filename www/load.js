@@ -44,7 +44,9 @@ function showPhase(progress) {
   const bar = $('progress');
   if (progress.total) bar.value = progress.loaded / progress.total;
   else bar.removeAttribute('value');
-  setModelStatus('loading', PHASE_TEXT[progress.phase]?.(progress) ?? progress.phase);
+  // A draft model (the `draft` load option) is read and uploaded after the target.
+  const which = progress.model === 'draft' ? 'Draft model: ' : '';
+  setModelStatus('loading', which + (PHASE_TEXT[progress.phase]?.(progress) ?? progress.phase));
 }
 
 function fact(name, value, title) {
@@ -82,7 +84,10 @@ function showModel(model) {
     fact('chat template', info.chatTemplate ? 'yes' : 'no'),
     fact('loaded', `${SOURCE_TEXT[model.loadedFrom] ?? model.loadedFrom}${model.inWorker ? ', in a worker' : ', on the page'}`),
   );
-  if (info.draft) facts.append(fact('draft model', info.draft.name ?? JSON.stringify(info.draft)));
+  if (info.draft) {
+    const draft = info.draft;
+    facts.append(fact('draft model', `${draft.name ?? draft.architecture}: ${(draft.parameters / 1e6).toFixed(0)}M parameters, ${draft.layers} layers`));
+  }
   facts.hidden = false;
   badge('backend-badge', info.backend === 'cpu' ? 'CPU engine' : 'WebGPU', info.backend);
   $('backend-badge').title = backend;
@@ -90,7 +95,8 @@ function showModel(model) {
 }
 
 // The draft model: a URL field or a file, passed to load as `draft` when given. The drafter
-// `model` is offered only when the loaded model reports it (`info().draft`).
+// `model` is offered only when the loaded model reports one (`info().draft`): a package
+// without draft-model support ignores the option, and the page says so.
 function draftSource() {
   const file = $('draft-file').files[0];
   if (file) return file;
@@ -128,7 +134,7 @@ export async function loadModel(source, name) {
       onEvent: (event) => {
         const item = document.createElement('li');
         item.dataset.type = event.type;
-        item.textContent = describeEvent(event);
+        item.textContent = (event.model === 'draft' ? 'draft model: ' : '') + describeEvent(event);
         events.append(item);
       },
     });

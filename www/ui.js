@@ -18,6 +18,8 @@ const HINTS = {
   fetch: 'The model could not be downloaded from that URL (check it, and CORS on other sites).',
   prompt_too_long: 'Shorten the prompt, start a new chat, or load the model with a larger context.',
   busy: 'A generation is already running: stop it first.',
+  draft_mismatch: 'A draft model needs the target\'s tokenizer: a smaller model of the same family ' +
+    '(e.g. Qwen2.5-Coder-0.5B for the 1.5B).',
   chat_template: 'This model has no chat template: use Compare with "chat template" off.',
   invalid_sampling: 'Temperature must be 0 or more, top-p above 0 and at most 1.',
   invalid_option: 'Check the decoding settings (drafter, depth, top-k, seed, max tokens).',

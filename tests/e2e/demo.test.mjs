@@ -4,8 +4,9 @@
 // engine (`runahead generate --json --backend cpu`) gives; after a reload the model comes from
 // the cache and the page says so; Compare on a prompt that repeats itself shows accepted
 // drafts, identical texts and a speedup; a two-turn chat with a system prompt reuses the first
-// turn from the cache; Stop ends an answer and the engine answers again; a failed load shows
-// its error code and hint.
+// turn from the cache; Stop ends an answer and the engine answers again; a draft model given to
+// the page is offered as a drafter exactly when the package reports it loaded; a failed load
+// shows its error code and hint.
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
@@ -219,6 +220,22 @@ test('Stop ends an answer cleanly and the engine answers again', { timeout: 2 * 
   assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
   assert.deepEqual(await tokensIn('.message.assistant'), stopped.slice(0, 1));
   assert.equal(await page.textContent('#stat-stop'), 'max_tokens');
+});
+
+test('a draft model given to the page is offered as the drafter "model" exactly when the package loads it', { timeout: 2 * SLOW }, async () => {
+  // SmolLM2 drafting for itself: the tokenizers match. A package without draft-model support
+  // ignores the option; the page must then say so and keep the drafter off.
+  await page.click('summary:has-text("Draft model")');
+  await page.fill('#draft-url', `/${MODEL}`);
+  await page.fill('#model-url', `/${MODEL}`);
+  await page.click('#model-url-load');
+  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  const reported = (await page.textContent('#model-facts')).includes('draft model');
+  const offered = await page.$eval('#draft option[value="model"]', (o) => !o.disabled);
+  assert.equal(offered, reported);
+  assert.match(await page.textContent('#draft-note'),
+    reported ? /Draft model loaded/ : /does not report a draft model/);
+  await page.fill('#draft-url', '');
 });
 
 test('a failed load shows the error code with its hint', { timeout: SLOW }, async () => {
