@@ -21,7 +21,10 @@ function updateButtons() {
   $('stop').disabled = running === null;
   $('compare-stop').disabled = running === null;
   $('clear-history').disabled = !idle;
+  // A new model or a new chat would pull the conversation from under a running answer.
   $('model-url-load').disabled = running !== null;
+  $('model-file').disabled = running !== null;
+  $('new-chat').disabled = running !== null;
 }
 
 async function load(source, name) {
@@ -73,8 +76,8 @@ $('model-file').addEventListener('change', (event) => {
 
 $('composer').addEventListener('submit', (event) => {
   event.preventDefault();
-  if ($('generate').disabled) return;
   const text = $('prompt').value;
+  if ($('generate').disabled || text.trim() === '') return;
   generating(async (signal) => {
     $('prompt').value = '';
     await sendTurn(model, text, options(), plot, signal);
@@ -88,7 +91,6 @@ $('prompt').addEventListener('keydown', (event) => {
   }
 });
 $('new-chat').addEventListener('click', () => {
-  running?.abort();
   newChat();
   plot.clear();
 });
@@ -97,12 +99,17 @@ $('compare-run').addEventListener('click', () => {
 });
 for (const id of ['stop', 'compare-stop']) $(id).addEventListener('click', () => running?.abort());
 
+// A line in the model card's list of events.
+function note(text) {
+  const item = document.createElement('li');
+  item.textContent = text;
+  $('events').append(item);
+}
+
 $('clear-history').addEventListener('click', async () => {
   try {
     await model.clearHistory();
-    const item = document.createElement('li');
-    item.textContent = 'earlier answers forgotten (in the engine and in this origin\'s storage)';
-    $('events').append(item);
+    note('earlier answers forgotten, in the engine and in this origin\'s storage');
   } catch (e) {
     showError(e);
   }
@@ -111,7 +118,7 @@ $('clear-cache').addEventListener('click', async () => {
   try {
     const cached = await Runahead.cache.list();
     await Runahead.cache.clear();
-    $('clear-cache').textContent = `Cleared (${cached.length})`;
+    note(`model cache cleared (${cached.length} ${cached.length === 1 ? 'model' : 'models'}): the next load downloads`);
   } catch (e) {
     showError(e);
   }

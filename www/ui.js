@@ -48,7 +48,7 @@ function number(id) {
 /** The `generate` options of the settings card (the drafter is the caller's). */
 export function decodingOptions() {
   const depth = $('depth').value;
-  return {
+  const options = {
     maxTokens: number('max-tokens'),
     temperature: number('temperature'),
     topK: number('top-k'),
@@ -56,6 +56,7 @@ export function decodingOptions() {
     seed: number('seed'),
     depth: depth === 'auto' ? 'auto' : Number(depth),
   };
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
 }
 
 export function percent(part, whole) {
