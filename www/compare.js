@@ -12,6 +12,10 @@ function lane(side) {
 function describe(s) {
   const parts = [`${s.generated_tokens} tokens`, `${s.target_forwards} forward passes`];
   if (s.drafted > 0) parts.push(`${s.accepted}/${s.drafted} drafted accepted`);
+  // `auto` picks a drafter per step: say which ones proposed, and how well.
+  if (s.drafters.length > 1) {
+    parts.push(s.drafters.map((d) => `${d.name} ${d.accepted}/${d.drafted} in ${d.steps} steps`).join(', '));
+  }
   parts.push(s.stop_reason.replace('_', ' '));
   return parts.join(' · ');
 }
@@ -68,7 +72,8 @@ function showVerdict(on, off, greedy) {
     identical.textContent = '✗ the texts differ: greedy decoding should not (please report it)';
     identical.className = 'identical differ';
   } else {
-    identical.textContent = '≠ different samples: when sampling, speculation keeps the distribution, not the sample';
+    identical.textContent = '≠ different samples: when sampling, speculation keeps the model\'s ' +
+      'distribution, not the sample (which depends on the drafts)';
     identical.className = 'identical sampled';
   }
   const cancelled = [on, off].some((r) => r.stats.stop_reason === 'cancelled');

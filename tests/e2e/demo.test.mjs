@@ -3,7 +3,8 @@
 // n-gram drafter and require that both sides stream exactly the tokens and text the native CPU
 // engine (`runahead generate --json --backend cpu`) gives; after a reload the model comes from
 // the cache and the page says so; Compare on a prompt that repeats itself shows accepted
-// drafts, identical texts and a speedup; a two-turn chat with a system prompt reuses the first
+// drafts, identical texts and a speedup, and when sampling the same seed gives the same plain
+// sample; a two-turn chat with a system prompt reuses the first
 // turn from the cache; Stop ends an answer and the engine answers again; a draft model given to
 // the page is offered as a drafter exactly when the package reports it loaded; a failed load
 // shows its error code and hint.
@@ -78,12 +79,12 @@ async function turns() {
   })));
 }
 
+// Runs Compare with the page's temperature and seed (greedy unless a test sets them).
 async function runCompare(prompt, maxTokens, drafter) {
   await page.click('#tab-compare');
   await page.fill('#compare-prompt', prompt);
   await page.uncheck('#chat');
   await page.fill('#max-tokens', String(maxTokens));
-  await page.fill('#temperature', '0');
   await page.selectOption('#draft', drafter);
   await page.click('#compare-run');
   const done = await waitForState('#compare-summary', ['done', 'error']);
@@ -172,6 +173,31 @@ test('Compare shows accepted drafts, identical texts and the speedup', { timeout
   assert.equal(await page.$$eval('#plot polyline', (lines) => lines.length), 2);
   assert.ok((await page.$$('#plot rect.bar.on')).length > 0);
   await page.screenshot({ path: join(out, 'demo-compare.png'), fullPage: true });
+});
+
+test('Compare when sampling: the same seed gives the same plain sample, and the page says what to expect', { timeout: 2 * SLOW }, async () => {
+  const sample = async () => {
+    await runCompare(REPEATING, 8, 'suffix');
+    return {
+      off: await tokensIn('#off-output'),
+      on: await tokensIn('#on-output'),
+      same: await page.getAttribute('#compare-identical', 'data-same'),
+      verdict: await page.textContent('#compare-identical'),
+    };
+  };
+  await page.fill('#temperature', '0.9');
+  await page.fill('#seed', '7');
+  const first = await sample();
+  const second = await sample();
+  await page.fill('#temperature', '0');
+  await page.fill('#seed', '0');
+  // Plain sampling is reproducible from the seed. A speculative sample depends on the drafts
+  // too, and the suffix drafter has learned the first run's answers, so it may differ.
+  assert.deepEqual(second.off, first.off);
+  assert.equal(second.on.length, 8);
+  for (const run of [first, second]) {
+    assert.match(run.verdict, run.same === 'true' ? /identical/ : /different samples/);
+  }
 });
 
 test('a two-turn chat with a system prompt reuses the first turn from the cache', { timeout: 2 * SLOW }, async () => {
