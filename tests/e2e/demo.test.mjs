@@ -4,10 +4,10 @@
 // engine (`runahead generate --json --backend cpu`) gives; after a reload the model comes from
 // the cache and the page says so; Compare on a prompt that repeats itself shows accepted
 // drafts, identical texts and a speedup, and when sampling the same seed gives the same plain
-// sample; a two-turn chat with a system prompt reuses the first
-// turn from the cache; Stop ends an answer and the engine answers again; a draft model given to
-// the page is offered as a drafter exactly when the package reports it loaded; a failed load
-// shows its error code and hint.
+// sample; a two-turn chat with a system prompt reuses the first turn from the cache; Stop ends
+// an answer and the engine answers again; a draft model given to the page is offered as a
+// drafter exactly when the package reports it loaded; a failed load shows its error code and
+// hint.
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
