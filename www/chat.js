@@ -33,7 +33,7 @@ function describeTurn(meta, s) {
   ];
   if (s.drafted > 0) parts.push(`${s.accepted}/${s.drafted} drafted accepted`);
   if (s.stop_reason === 'cancelled') parts.push('stopped');
-  if (s.stop_reason === 'max_tokens' || s.stop_reason === 'context_full') parts.push(s.stop_reason.replace('_', ' '));
+  if (s.stop_reason === 'max_tokens' || s.stop_reason === 'context_full') parts.push(s.stop_reason.replaceAll('_', ' '));
   meta.textContent = parts.join(' · ');
   meta.dataset.prompt = s.prompt_tokens;
   meta.dataset.cached = s.cached_tokens;

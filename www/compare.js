@@ -16,7 +16,7 @@ function describe(s) {
   if (s.drafters.length > 1) {
     parts.push(s.drafters.map((d) => `${d.name} ${d.accepted}/${d.drafted} in ${d.steps} steps`).join(', '));
   }
-  parts.push(s.stop_reason.replace('_', ' '));
+  parts.push(s.stop_reason.replaceAll('_', ' '));
   return parts.join(' · ');
 }
 

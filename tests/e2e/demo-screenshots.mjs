@@ -72,6 +72,13 @@ try {
   await send('And what is the capital of Germany?');
   await waitFor('#stats', ['done', 'error']);
   await shoot('chat');
+  // A third answer, photographed while it streams.
+  await page.fill('#max-tokens', '48');
+  await send('Tell me one thing about Berlin.');
+  await page.waitForFunction(() => document.querySelectorAll('.message.streaming .body span').length > 6,
+    null, { timeout: SLOW, polling: 20 });
+  await page.screenshot({ path: join(out, 'chat-streaming-desktop-light.png'), fullPage: true });
+  await waitFor('#stats', ['done', 'error']);
   await page.emulateMedia({ colorScheme: 'dark' });
   await page.setViewportSize(SIZES.mobile);
   await page.locator('.message.assistant').last().scrollIntoViewIfNeeded();
@@ -84,6 +91,10 @@ try {
   await page.click('#compare-run');
   await waitFor('#compare-summary', ['done', 'error']);
   await shoot('compare');
+  const text = (id) => page.textContent(id);
+  console.log(`compare: off ${await text('#off-speed')}, on ${await text('#on-speed')}, ` +
+    `speedup ${await text('#compare-speedup')}, ${await text('#compare-identical')}; ` +
+    `on: ${await text('#on-meta')}`);
   await page.locator('.workspace').screenshot({ path: join(out, 'docs-compare.png') });
 } finally {
   await browser.close();
