@@ -1,11 +1,17 @@
-// The demo page end to end in Debian's headless Chromium (WebGPU on SwiftShader): load SmolLM2
-// through the URL field, generate greedily with the n-gram drafter, and require exactly the
-// tokens and text the native CPU reference (`runahead generate --json --backend cpu`) gives.
-// Then stop a generation with the Stop button, and check the package's error type.
+// The demo page end to end in Debian's headless Chromium: load SmolLM2 through the URL field
+// (the CPU engine, since SwiftShader is a software adapter), run Compare greedily with the
+// n-gram drafter and require that both sides stream exactly the tokens and text the native CPU
+// engine (`runahead generate --json --backend cpu`) gives; after a reload the model comes from
+// the cache and the page says so; Compare on a prompt that repeats itself shows accepted
+// drafts, identical texts and a speedup, and when sampling the same seed gives the same plain
+// sample; a two-turn chat with a system prompt reuses the first turn from the cache; Stop ends
+// an answer and the engine answers again; a draft model given to the page is offered as a
+// drafter exactly when the package reports it loaded; a failed load shows its error code and
+// hint.
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
-// SwiftShader decodes SmolLM2 at about 1 token/s, so generations here are a few tokens long.
+// Generations here are a few tokens long: the machines that run this are small and shared.
 // Environment: RUNAHEAD_BIN (native CLI, default target/debug/runahead), CHROMIUM
 // (default /usr/bin/chromium), E2E_OUT (screenshots, default tests/e2e/out).
 
@@ -23,6 +29,8 @@ const runahead = process.env.RUNAHEAD_BIN ?? join(root, 'target/debug/runahead')
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const PROMPT = 'The capital of France is';
 const MAX_TOKENS = 4;
+// A raw prompt whose continuation repeats it: the n-gram drafter's drafts are accepted.
+const REPEATING = 'one two three four five, one two three four five, one two three four five, one two';
 // Loading uploads ~100 MB and compiles every pipeline on a CPU-emulated GPU.
 const SLOW = 240_000;
 
@@ -58,8 +66,34 @@ async function errorShown() {
   return (await page.isVisible('#error')) ? page.textContent('#error') : '';
 }
 
-async function streamedTokens() {
-  return page.$$eval('#output span', (spans) => spans.map((s) => Number(s.dataset.token)));
+async function tokensIn(selector) {
+  return page.$$eval(`${selector} span[data-token]`, (spans) => spans.map((s) => Number(s.dataset.token)));
+}
+
+// The numbers under each answer of the chat: {prompt, cached} per assistant message.
+async function turns() {
+  return page.$$eval('.message.assistant .meta', (metas) => metas.map((m) => ({
+    prompt: Number(m.dataset.prompt),
+    cached: Number(m.dataset.cached),
+    text: m.parentElement.querySelector('.body').textContent,
+  })));
+}
+
+// Runs Compare with the page's temperature and seed (greedy unless a test sets them).
+async function runCompare(prompt, maxTokens, drafter) {
+  await page.click('#tab-compare');
+  await page.fill('#compare-prompt', prompt);
+  await page.uncheck('#chat');
+  await page.fill('#max-tokens', String(maxTokens));
+  await page.selectOption('#draft', drafter);
+  await page.click('#compare-run');
+  const done = await waitForState('#compare-summary', ['done', 'error']);
+  assert.equal(done, 'done', await errorShown());
+}
+
+async function send(text) {
+  await page.fill('#prompt', text);
+  await page.click('#generate');
 }
 
 before(async () => {
@@ -70,7 +104,7 @@ before(async () => {
     args: await chromiumFlags(),
     headless: true,
   });
-  page = await browser.newPage({ viewport: { width: 1100, height: 1000 } });
+  page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
   page.on('console', (m) => pageLog.push(`console.${m.type()}: ${m.text()}`));
   page.on('pageerror', (e) => pageLog.push(`pageerror: ${e.message}`));
   await page.goto(`${base}/www/`);
@@ -82,7 +116,7 @@ after(async () => {
   if (pageLog.length > 0) console.log(`page log:\n${pageLog.join('\n')}`);
 });
 
-test('the demo streams the native CPU reference greedy tokens', { timeout: 2 * SLOW }, async () => {
+test('the demo streams the native CPU engine greedy tokens, with speculation off and on', { timeout: 2 * SLOW }, async () => {
   const expected = nativeGenerate();
   await page.fill('#model-url', `/${MODEL}`);
   await page.fill('#context', '256');
@@ -90,47 +124,158 @@ test('the demo streams the native CPU reference greedy tokens', { timeout: 2 * S
   const loaded = await waitForState('#model-status', ['ready', 'error']);
   assert.equal(loaded, 'ready', await errorShown());
   assert.match(await page.textContent('#model-status'), /llama, 135M parameters/);
+  // Where the model runs and where its bytes came from.
+  assert.match(await page.textContent('#backend-badge'), /^(CPU engine|WebGPU)$/);
+  assert.equal(await page.textContent('#source-badge'), 'downloaded');
+  assert.match(await page.textContent('#events'), /stored in the model cache/);
+  // The draft-model drafter is offered exactly when the package reports a draft model.
+  const draftOffered = await page.$eval('#draft option[value="model"]', (o) => !o.disabled);
+  assert.equal(draftOffered, false);
 
-  await page.fill('#prompt', PROMPT);
-  await page.uncheck('#chat');
-  await page.fill('#max-tokens', String(MAX_TOKENS));
-  await page.fill('#temperature', '0');
-  await page.selectOption('#draft', 'ngram');
-  await page.click('#generate');
-  const done = await waitForState('#stats', ['done', 'error']);
-  assert.equal(done, 'done', await errorShown());
-
+  await runCompare(PROMPT, MAX_TOKENS, 'ngram');
   const want = await expected;
-  assert.deepEqual(await streamedTokens(), want.tokens);
-  assert.equal(await page.textContent('#output'), want.text);
+  assert.deepEqual(await tokensIn('#off-output'), want.tokens);
+  assert.deepEqual(await tokensIn('#on-output'), want.tokens);
+  assert.equal(await page.textContent('#off-output'), want.text);
+  assert.equal(await page.textContent('#on-output'), want.text);
+  assert.equal(await page.getAttribute('#compare-identical', 'data-same'), 'true');
+  // The Live card shows the last generation: the plain side.
   assert.equal(await page.textContent('#stat-stop'), want.stats.stop_reason);
   assert.equal(await page.textContent('#stat-generated'), String(want.tokens.length));
-  await page.screenshot({ path: join(out, 'demo.png'), fullPage: true });
 });
 
-test('Stop ends a generation cleanly and the engine generates again', { timeout: 2 * SLOW }, async () => {
+test('after a reload the demo reads the model from the cache and says so', { timeout: 2 * SLOW }, async () => {
+  const sent = server.bytesSent(`/${MODEL}`);
+  await page.reload();
+  await page.fill('#model-url', `/${MODEL}`);
+  await page.fill('#context', '256');
+  await page.click('#model-url-load');
+  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  assert.equal(server.bytesSent(`/${MODEL}`), sent, 'model bytes were downloaded again');
+  assert.equal(await page.textContent('#source-badge'), 'from the model cache');
+  assert.match(await page.textContent('#events'), /read from the model cache \([\d.]+ MB, no download\)/);
+});
+
+test('Compare shows accepted drafts, identical texts and the speedup', { timeout: 2 * SLOW }, async () => {
+  // A fixed depth: "auto" weighs drafts against timings, which a loaded machine can tip
+  // towards not drafting at all.
+  await page.selectOption('#depth', '8');
+  await runCompare(REPEATING, 16, 'ngram');
+  await page.selectOption('#depth', 'auto');
+  const on = await tokensIn('#on-output');
+  assert.equal(on.length, 16);
+  assert.deepEqual(await tokensIn('#off-output'), on);
+  assert.ok((await page.$$('#on-output span.draft')).length > 0, 'no drafted token was accepted');
+  assert.equal((await page.$$('#off-output span.draft')).length, 0);
+  assert.equal(await page.getAttribute('#compare-identical', 'data-same'), 'true');
+  assert.match(await page.textContent('#compare-identical'), /identical/);
+  const speed = async (side) => Number(await page.getAttribute(`#${side}-speed`, 'data-value'));
+  const [onSpeed, offSpeed] = [await speed('on'), await speed('off')];
+  assert.ok(onSpeed > 0 && offSpeed > 0, `${onSpeed} ${offSpeed}`);
+  assert.equal(await page.textContent('#compare-speedup'), `${(onSpeed / offSpeed).toFixed(2)}×`);
+  // The plot drew a line for each side, and bars for the accepted drafts.
+  assert.equal(await page.$$eval('#plot polyline', (lines) => lines.length), 2);
+  assert.ok((await page.$$('#plot rect.bar.on')).length > 0);
+  await page.screenshot({ path: join(out, 'demo-compare.png'), fullPage: true });
+});
+
+test('Compare when sampling: the same seed gives the same plain sample, and the page says what to expect', { timeout: 2 * SLOW }, async () => {
+  const sample = async () => {
+    await runCompare(REPEATING, 8, 'suffix');
+    return {
+      off: await tokensIn('#off-output'),
+      on: await tokensIn('#on-output'),
+      same: await page.getAttribute('#compare-identical', 'data-same'),
+      verdict: await page.textContent('#compare-identical'),
+    };
+  };
+  await page.fill('#temperature', '0.9');
+  await page.fill('#seed', '7');
+  const first = await sample();
+  const second = await sample();
+  await page.fill('#temperature', '0');
+  await page.fill('#seed', '0');
+  // Plain sampling is reproducible from the seed. A speculative sample depends on the drafts
+  // too, and the suffix drafter has learned the first run's answers, so it may differ.
+  assert.deepEqual(second.off, first.off);
+  assert.equal(second.on.length, 8);
+  for (const run of [first, second]) {
+    assert.match(run.verdict, run.same === 'true' ? /identical/ : /different samples/);
+  }
+});
+
+test('a two-turn chat with a system prompt reuses the first turn from the cache', { timeout: 2 * SLOW }, async () => {
+  await page.click('#tab-chat');
+  await page.click('#new-chat');
+  await page.fill('#system', 'Answer briefly.');
+  await page.fill('#max-tokens', '6');
+  await page.selectOption('#draft', 'suffix');
+  await send('What is the capital of France?');
+  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  await send('And of Germany?');
+  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+
+  assert.equal(await page.$$eval('.message.user', (m) => m.length), 2);
+  const [first, second] = await turns();
+  assert.ok(first.text.length > 0 && second.text.length > 0);
+  // The second prompt is the first one, its answer and the new message: everything up to the
+  // answer was in the cache, and only the rest was prefilled.
+  assert.ok(second.cached >= first.prompt, `${second.cached} cached, first prompt ${first.prompt}`);
+  assert.ok(second.cached < second.prompt);
+  assert.equal(await page.textContent('#stat-cached'), `${second.cached} / ${second.prompt - second.cached}`);
+  await page.screenshot({ path: join(out, 'demo-chat.png'), fullPage: true });
+});
+
+test('Stop ends an answer cleanly and the engine answers again', { timeout: 2 * SLOW }, async () => {
+  await page.click('#new-chat');
   await page.fill('#max-tokens', '64');
-  await page.click('#generate');
-  // The output of the previous test is cleared when Generate is clicked.
+  await send('Tell me a long story about a dragon.');
   await page.waitForFunction(
     () => document.querySelector('#stats').dataset.state === 'generating' &&
-      document.querySelectorAll('#output span').length > 0,
+      document.querySelectorAll('.message.streaming span[data-token]').length > 0,
     null,
     { timeout: SLOW, polling: 50 },
   );
   await page.click('#stop');
-  const done = await waitForState('#stats', ['done', 'error']);
-  assert.equal(done, 'done', await errorShown());
-  assert.equal(await page.textContent('#stat-stop'), 'cancelled');
-  const stopped = await streamedTokens();
-  assert.ok(stopped.length >= 1 && stopped.length < 64, `${stopped.length} tokens`);
-
-  // Same prompt again, one token: it is the first token of the earlier greedy run.
-  await page.fill('#max-tokens', '1');
-  await page.click('#generate');
   assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
-  assert.deepEqual(await streamedTokens(), stopped.slice(0, 1));
+  assert.equal(await page.textContent('#stat-stop'), 'cancelled');
+  const stopped = await tokensIn('.message.assistant');
+  assert.ok(stopped.length >= 1 && stopped.length < 64, `${stopped.length} tokens`);
+  assert.match(await page.textContent('.message.assistant .meta'), /stopped/);
+
+  // The same conversation again, one token: it is the first token of the stopped answer.
+  await page.click('#new-chat');
+  await page.fill('#max-tokens', '1');
+  await send('Tell me a long story about a dragon.');
+  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  assert.deepEqual(await tokensIn('.message.assistant'), stopped.slice(0, 1));
   assert.equal(await page.textContent('#stat-stop'), 'max_tokens');
+});
+
+test('a draft model given to the page is offered as the drafter "model" exactly when the package loads it', { timeout: 2 * SLOW }, async () => {
+  // SmolLM2 drafting for itself: the tokenizers match. A package without draft-model support
+  // ignores the option; the page must then say so and keep the drafter off.
+  await page.click('summary:has-text("Draft model")');
+  await page.fill('#draft-url', `/${MODEL}`);
+  await page.fill('#model-url', `/${MODEL}`);
+  await page.click('#model-url-load');
+  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  const reported = (await page.textContent('#model-facts')).includes('draft model');
+  const offered = await page.$eval('#draft option[value="model"]', (o) => !o.disabled);
+  assert.equal(offered, reported);
+  assert.match(await page.textContent('#draft-note'),
+    reported ? /Draft model loaded/ : /does not report a draft model/);
+  await page.fill('#draft-url', '');
+});
+
+test('a failed load shows the error code with its hint', { timeout: SLOW }, async () => {
+  await page.fill('#model-url', '/models/no-such-model.gguf');
+  await page.click('#model-url-load');
+  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'error');
+  assert.ok(await page.isVisible('#error'));
+  assert.equal(await page.textContent('#error-code'), 'fetch');
+  assert.match(await page.textContent('#error-hint'), /could not be downloaded/);
+  assert.ok(await page.isDisabled('#generate'));
 });
 
 test('the package reports bad input as a RunaheadError with a code', async () => {
