@@ -38,21 +38,21 @@ export class RunaheadError extends Error {
  */
 export type LoadPhase = 'compile' | 'download' | 'cache' | 'upload';
 
+/** Which model a progress or cache event is about: the target, or the `draft` load option's model. */
+export type LoadedModel = 'target' | 'draft';
+
 export interface LoadProgress {
   phase: LoadPhase;
   /**
    * Which model the bytes are of: 'target', or 'draft' (the `draft` load option's model, read
    * and uploaded after the target). Absent for `compile`.
    */
-  model?: 'target' | 'draft';
+  model?: LoadedModel;
   /** Bytes read so far (download, cache, upload). */
   loaded: number;
   /** Size of the model in bytes, when known. */
   total?: number;
 }
-
-/** Which model a cache event is about: the target, or the `draft` load option's model. */
-export type LoadedModel = 'target' | 'draft';
 
 /** Things worth telling the user that do not fail the load. */
 export type LoadEvent =
