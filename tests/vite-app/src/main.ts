@@ -83,7 +83,8 @@ async function main(): Promise<void> {
     output.append(chunk.fromDraft ? chunk.text.toUpperCase() : chunk.text);
   }
   const result: GenerationResult = await generation.result;
-  const drafted: GenerationResult = await model.generate('Hello', { maxTokens: 2, draft: 'model' }).result;
+  const drafted: GenerationResult =
+    await model.generate('Hello', { maxTokens: 4, draft: 'model', depth: 2 }).result;
   console.info(`draft model: ${drafted.stats.accepted}/${drafted.stats.drafted} accepted`);
   const stats: GenerationStats = await generation.stats;
   output.append(`\n${result.tokens.length} tokens (${ids.length} in "Hello"), ` +
