@@ -205,3 +205,41 @@ test("draft 'model' without a draft model is invalid_option; another tokenizer i
     assert.match(outcome.mismatch.message, /vocabulary/);
     assert.equal(outcome.source.code, 'true invalid_source', JSON.stringify(outcome.source));
   });
+
+test("an AbortSignal stops the load in the draft model's phases", { timeout: SLOW }, async () => {
+  const outcome = await page.evaluate(async (url) => {
+    const { Runahead } = await import('/pkg/index.js');
+    const abortIn = async (phase, worker) => {
+      const stop = new AbortController();
+      const seen = [];
+      try {
+        await Runahead.load(url, {
+          draft: url,
+          context: 64,
+          worker,
+          history: false,
+          signal: stop.signal,
+          onProgress: (p) => {
+            if (p.model === 'draft' && p.phase === phase) {
+              seen.push(p.phase);
+              stop.abort();
+            }
+          },
+        });
+        return 'loaded';
+      } catch (e) {
+        return `${e.code} after ${seen[0]}`;
+      }
+    };
+    const out = {};
+    for (const worker of [true, false]) {
+      // The target's bytes are in the cache by now: the draft's come from there too.
+      out[`cache (worker ${worker})`] = await abortIn('cache', worker);
+      out[`upload (worker ${worker})`] = await abortIn('upload', worker);
+    }
+    return out;
+  }, MODEL);
+  for (const [phase, result] of Object.entries(outcome)) {
+    assert.equal(result, `cancelled after ${phase.split(' ')[0]}`, phase);
+  }
+});

@@ -170,6 +170,23 @@ mod tests {
     }
 
     #[test]
+    fn a_draft_on_the_cpu_engine_gets_the_targets_cache_size() {
+        let bytes = TinyModel::llama().to_gguf();
+        let target_file = Arc::new(parse(bytes.clone()));
+        let tokenizer = tokenizer_of(&target_file);
+        let engine =
+            CpuEngine::load(target_file, &crate::cpu_options(48)).expect("the target loads");
+        let target = Model::Cpu(Paced {
+            inner: engine,
+            turn: Turn::Fair,
+        });
+        let (drafter, context) = load(&target, &tokenizer, parse(bytes)).expect("the draft loads");
+        assert_eq!(context, 48);
+        assert_eq!(drafter.name(), "model");
+        assert!(drafter.runs_a_model());
+    }
+
+    #[test]
     fn unreadable_draft_metadata_is_unsupported_model() {
         let target = parse(TinyModel::llama().to_gguf());
         let no_arch = TinyModel::llama()
