@@ -4,7 +4,7 @@
 import init, { Engine, ModelBytes, checkWebGpu } from './wasm/runahead.js';
 import { keepHistory } from './history.js';
 import { abortError, toRunaheadError } from './errors.js';
-import { dropCached, readModel } from './source.js';
+import { checkSource, dropCached, readModel } from './source.js';
 
 let wasmReady = null;
 
@@ -35,11 +35,17 @@ function throwIfAborted(signal) {
 
 /**
  * Phases, in order: compile (the WebAssembly module), the WebGPU check, download or cache (the
- * model's bytes), upload (parsing, weights onto the GPU); then the stored history of earlier
- * answers is read back. Resolves to `{engine, info, from, clearHistory}`.
+ * model's bytes), upload (parsing, weights onto the GPU); with a `draft` source, download or
+ * cache and upload again for the draft model (progress and cache events name the model they are
+ * about: `model: 'target'` or `'draft'`); then the stored history of earlier answers is read
+ * back. Resolves to `{engine, info, from, clearHistory}`.
  */
 export async function loadEngine(source, options = {}) {
-  const { context, backend = 'auto', history = true, historyTokens, onProgress, onEvent, signal, wasmUrl } = options;
+  const { context, backend = 'auto', history = true, historyTokens, draft, onProgress, onEvent, signal, wasmUrl } =
+    options;
+  // Both sources are checked before the first byte of either is read.
+  checkSource(source, 'the model');
+  if (draft !== undefined && draft !== null) checkSource(draft, 'draft');
   onProgress?.({ phase: 'compile', loaded: 0 });
   await initialize(wasmUrl);
   throwIfAborted(signal);
@@ -53,45 +59,69 @@ export async function loadEngine(source, options = {}) {
     }
   }
   throwIfAborted(signal);
-  const read = await readModel(source, options);
   const engineOptions = { context, backend, historyTokens };
-  let loaded;
-  try {
-    loaded = await upload(read, engineOptions, { onProgress, signal });
-  } catch (e) {
-    // A cached copy that is not a model (same size, other bytes): forget it and download.
-    if (read.from !== 'cache' || e.code !== 'gguf') throw e;
-    await dropCached(source);
-    onEvent?.({ type: 'cache_fallback', reason: `the cached copy is not a valid model (${e.message}): downloading` });
-    const again = await readModel(source, options);
-    loaded = await upload(again, engineOptions, { onProgress, signal });
+  const { value: engine, from } = await readAndLoad(source, options, 'target', (bytes) =>
+    bytes instanceof ModelBytes ? Engine.loadModelBytes(bytes, engineOptions) : Engine.load(bytes, engineOptions));
+  if (signal?.aborted) {
+    engine.free();
+    throw abortError('loading the model');
   }
+  if (draft !== undefined && draft !== null) {
+    // On the target's engine (its WebGPU device, or the CPU engine), its tokenizer checked
+    // against the target's before its weights are loaded. The target goes if the draft fails.
+    try {
+      // The sha256 option names the target's file, not the draft's.
+      await readAndLoad(draft, { ...options, sha256: undefined }, 'draft', (bytes) =>
+        bytes instanceof ModelBytes ? engine.loadDraftModelBytes(bytes) : engine.loadDraft(bytes));
+      throwIfAborted(signal);
+    } catch (e) {
+      engine.free();
+      throw e;
+    }
+  }
+  const loaded = { engine, info: engine.info(), from };
   // The suffix drafter's earlier answers: from and to the origin's storage unless
   // `history: false` (then they last as long as the engine).
-  const { engine } = loaded;
   loaded.clearHistory = history ? await keepHistory(engine, onEvent) : async () => engine.clearHistory();
   return loaded;
 }
 
-async function upload({ bytes, from }, engineOptions, { onProgress, signal }) {
+// Progress and events of reading one of the models, tagged with which.
+function tagged(options, model) {
+  const tag = (f) => f && ((x) => f({ ...x, model }));
+  return { ...options, onProgress: tag(options.onProgress), onEvent: tag(options.onEvent) };
+}
+
+// Reads a model's bytes and gives them to `load`; resolves to `{value, from}` (what `load`
+// resolved to, where the bytes came from).
+async function readAndLoad(source, options, model, load) {
+  const opts = tagged(options, model);
+  const read = await readModel(source, opts);
+  try {
+    return await upload(read, load, opts);
+  } catch (e) {
+    // A cached copy that is not a model (same size, other bytes): forget it and download.
+    if (read.from !== 'cache' || e.code !== 'gguf') throw e;
+    await dropCached(source);
+    opts.onEvent?.({ type: 'cache_fallback', reason: `the cached copy is not a valid model (${e.message}): downloading` });
+    const again = await readModel(source, opts);
+    return upload(again, load, opts);
+  }
+}
+
+async function upload({ bytes, from }, load, { onProgress, signal }) {
   const size = bytes instanceof ModelBytes ? bytes.size : bytes.byteLength;
   if (signal?.aborted) {
     if (bytes instanceof ModelBytes) bytes.free();
     throw abortError('loading the model');
   }
   onProgress?.({ phase: 'upload', loaded: 0, total: size });
-  let engine;
+  let value;
   try {
-    engine = bytes instanceof ModelBytes
-      ? await Engine.loadModelBytes(bytes, engineOptions)
-      : await Engine.load(bytes, engineOptions);
+    value = await load(bytes);
   } catch (e) {
     throw toRunaheadError(e);
   }
-  if (signal?.aborted) {
-    engine.free();
-    throw abortError('loading the model');
-  }
   onProgress?.({ phase: 'upload', loaded: size, total: size });
-  return { engine, info: engine.info(), from };
+  return { value, from };
 }

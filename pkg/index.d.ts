@@ -7,6 +7,8 @@ export type RunaheadErrorCode =
   | 'gpu'
   | 'gguf'
   | 'unsupported_model'
+  /** The `draft` model's tokenizer is not the target's (or its output misses tokens). */
+  | 'draft_mismatch'
   | 'chat_template'
   | 'tokenizer'
   | 'invalid_messages'
@@ -36,8 +38,16 @@ export class RunaheadError extends Error {
  */
 export type LoadPhase = 'compile' | 'download' | 'cache' | 'upload';
 
+/** Which model a progress or cache event is about: the target, or the `draft` load option's model. */
+export type LoadedModel = 'target' | 'draft';
+
 export interface LoadProgress {
   phase: LoadPhase;
+  /**
+   * Which model the bytes are of: 'target', or 'draft' (the `draft` load option's model, read
+   * and uploaded after the target). Absent for `compile`.
+   */
+  model?: LoadedModel;
   /** Bytes read so far (download, cache, upload). */
   loaded: number;
   /** Size of the model in bytes, when known. */
@@ -47,17 +57,17 @@ export interface LoadProgress {
 /** Things worth telling the user that do not fail the load. */
 export type LoadEvent =
   /** The model was read from the cache. */
-  | { type: 'cache_hit'; url: string; size: number }
+  | { type: 'cache_hit'; url: string; size: number; model: LoadedModel }
   /** The downloaded model was stored in the cache. */
-  | { type: 'cache_stored'; url: string; size: number }
+  | { type: 'cache_stored'; url: string; size: number; model: LoadedModel }
   /** The cached copy was unreadable, short or not a model: it was deleted and the model downloaded. */
-  | { type: 'cache_fallback'; reason: string }
+  | { type: 'cache_fallback'; reason: string; model: LoadedModel }
   /** The download could not be cached (e.g. the storage quota is full); the load went on. */
-  | { type: 'cache_error'; reason: string }
+  | { type: 'cache_error'; reason: string; model: LoadedModel }
   /** The server gives no size and no ETag/Last-Modified (and no sha256 was given): not cached. */
-  | { type: 'cache_skipped'; reason: string }
+  | { type: 'cache_skipped'; reason: string; model: LoadedModel }
   /** The server could not be reached to check the cached copy: it was used unchecked. */
-  | { type: 'cache_unverified'; reason: string }
+  | { type: 'cache_unverified'; reason: string; model: LoadedModel }
   /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
   | { type: 'worker_fallback'; reason: string }
   /** The suffix drafter's earlier answers were read back from the origin's storage. */
@@ -67,9 +77,21 @@ export type LoadEvent =
   /** This browser has no origin private file system: the history lasts as long as the model. */
   | { type: 'history_unavailable'; reason: string };
 
+/** A model's bytes: a URL, a File/Blob, an ArrayBuffer or a typed array's bytes. */
+export type ModelSource = string | URL | Blob | ArrayBuffer | ArrayBufferView;
+
 export interface LoadOptions {
   /** KV cache size in tokens (default 4096, capped by the model's trained context). */
   context?: number;
+  /**
+   * A draft model (a second GGUF, of any kind the target may be; a URL goes through the same
+   * cache): read and loaded after the target, on the same engine (the same WebGPU device, or
+   * the CPU engine), with the target's KV cache size. Its tokenizer must be the target's (the
+   * same tokens, the same special tokens): otherwise the load fails with `draft_mismatch`.
+   * Then `generate(..., { draft: 'model' })` drafts with it and `'auto'` weighs it against the
+   * suffix lookup.
+   */
+  draft?: ModelSource;
   /**
    * Run the engine in a dedicated module worker (default true where `Worker` exists); false
    * runs it on the page's thread. Same API either way.
@@ -135,8 +157,13 @@ export interface GenerateOptions {
   topP?: number;
   /** Seed of the sampler (default 0): same seed, same output. */
   seed?: number;
-  /** Drafter for speculative decoding; the output is the same with any drafter. */
-  draft?: 'none' | 'ngram' | 'suffix' | 'auto';
+  /**
+   * Drafter for speculative decoding; the output is the same with any drafter. 'model': the
+   * draft model loaded with `Runahead.load(target, { draft })` (without one: `invalid_option`);
+   * 'auto': the suffix lookup, and the draft model when one is loaded, whichever promises more
+   * per step.
+   */
+  draft?: 'none' | 'ngram' | 'suffix' | 'model' | 'auto';
   /**
    * Draft tokens verified per step: "auto" (the default: the device's verification cost,
    * measured once per model, weighed against the running acceptance) or a fixed number.
@@ -235,6 +262,22 @@ export interface ModelInfo {
   backendReason?: string;
   /** The WebGPU adapter, or the CPU engine's kernels and threads ("CPU engine (simd128, 1 thread)"). */
   adapter: string;
+  /** The draft model, when one was loaded (it runs on the same backend and adapter). */
+  draft?: DraftModelInfo;
+}
+
+/** `info().draft`. */
+export interface DraftModelInfo {
+  name?: string;
+  architecture: string;
+  parameters: number;
+  layers: number;
+  embedding: number;
+  vocab: number;
+  /** KV cache size, in tokens: the target's, capped by the draft's trained context. */
+  context: number;
+  /** Tensor count per GGML type. */
+  tensorTypes: Record<string, number>;
 }
 
 /** One message of a conversation. */
@@ -326,10 +369,7 @@ export class Runahead {
    * to the worker as a handle; an ArrayBuffer (or the whole buffer of a typed array) is
    * transferred to the worker, which leaves the caller's buffer detached.
    */
-  static load(
-    source: string | URL | Blob | ArrayBuffer | ArrayBufferView,
-    options?: LoadOptions,
-  ): Promise<Runahead>;
+  static load(source: ModelSource, options?: LoadOptions): Promise<Runahead>;
   /** Read once at load: no round trip to the worker. */
   info(): ModelInfo;
   /** A promise in both modes (the tokenizer may be in the worker). */
@@ -349,7 +389,7 @@ export class Runahead {
   cancel(): void;
   /** Bytes of the WebAssembly memory of the thread that runs this engine. */
   wasmMemoryBytes(): Promise<number>;
-  /** Frees the engine (in a worker: ends the worker). */
+  /** Frees the engine, the draft model's included (in a worker: ends the worker). */
   dispose(): void;
 }
 

@@ -132,12 +132,14 @@ export class Runahead {
   /**
    * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array) and loads it onto WebGPU or
    * the CPU engine, in a worker unless `worker: false`. Options: `context`, `backend` ('auto',
-   * the default: WebGPU on a hardware adapter, else the CPU engine; 'webgpu'; 'cpu'), `worker`,
-   * `cache`, `sha256`, `onProgress({phase, loaded, total})`, `onEvent(event)`, `signal`,
-   * `wasmUrl` (see README.md).
+   * the default: WebGPU on a hardware adapter, else the CPU engine; 'webgpu'; 'cpu'), `draft`
+   * (a second model of any kind `source` may be, with the same tokenizer, loaded on the same
+   * engine: `generate(..., {draft: 'model'})` drafts with it), `worker`, `cache`, `sha256`,
+   * `onProgress({phase, loaded, total, model})`, `onEvent(event)`, `signal`, `wasmUrl` (see
+   * README.md).
    */
   static async load(source, options = {}) {
-    const { worker = typeof Worker !== 'undefined', onProgress, onEvent, signal, ...rest } = options;
+    const { worker = typeof Worker !== 'undefined', onProgress, onEvent, signal, draft, ...rest } = options;
     const settings = {
       context: rest.context,
       backend: rest.backend ?? 'auto',
@@ -153,7 +155,12 @@ export class Runahead {
     if (worker) {
       const remote = new WorkerEngine();
       try {
-        const { info, from } = await remote.load(forWorker(source), settings, { onProgress, onEvent, signal });
+        const { info, from } = await remote.load(forWorker(source), settings, {
+          draft: draft === undefined || draft === null ? undefined : forWorker(draft),
+          onProgress,
+          onEvent,
+          signal,
+        });
         return new Runahead(CONSTRUCT, remote, info, true, from);
       } catch (e) {
         remote.terminate();
@@ -163,7 +170,13 @@ export class Runahead {
         onEvent?.({ type: 'worker_fallback', reason: `WebGPU is not available in a worker here: ${e.message}` });
       }
     }
-    const { engine, info, from, clearHistory } = await loadEngine(source, { ...settings, onProgress, onEvent, signal });
+    const { engine, info, from, clearHistory } = await loadEngine(source, {
+      ...settings,
+      draft,
+      onProgress,
+      onEvent,
+      signal,
+    });
     const runahead = new Runahead(CONSTRUCT, engine, info, false, from);
     runahead.#clearHistory = clearHistory;
     return runahead;
@@ -171,7 +184,8 @@ export class Runahead {
 
   /**
    * Architecture, sizes, tensor types, special tokens, chat template presence, backend
-   * ('webgpu' or 'cpu', with `backendReason` when 'auto' fell back to the CPU), adapter.
+   * ('webgpu' or 'cpu', with `backendReason` when 'auto' fell back to the CPU), adapter, and
+   * `draft` (name, architecture, parameters, ...) when a draft model was loaded.
    */
   info() {
     return structuredClone(this.#info);
@@ -209,8 +223,9 @@ export class Runahead {
   /**
    * Starts generating after `prompt` (a string, or messages `[{role, content}]` rendered by the
    * model's chat template). Options: `maxTokens`, `temperature`, `topK`, `topP`, `seed`, `draft`
-   * ("none" | "ngram" | "suffix" | "auto"), `depth` ("auto" | n), `chat`, `stop` (strings that
-   * end the text), `signal`. Iterate the result with `for await`
+   * ("none" | "ngram" | "suffix" | "model" (the draft model loaded with `load(..., {draft})`) |
+   * "auto" (the suffix lookup, and the draft model when there is one)), `depth` ("auto" | n),
+   * `chat`, `stop` (strings that end the text), `signal`. Iterate the result with `for await`
    * to get `{text, token, fromDraft}` chunks; `.stats` and `.result` resolve when it ends.
    */
   generate(prompt, options = {}) {
@@ -240,8 +255,8 @@ export class Runahead {
   }
 
   /**
-   * Frees the GPU buffers and the wasm-side state (in worker mode: ends the worker); the object
-   * is unusable afterwards.
+   * Frees the GPU buffers and the wasm-side state, the draft model's included (in worker mode:
+   * ends the worker); the object is unusable afterwards.
    */
   dispose() {
     if (this.#engine instanceof Engine) this.#engine.free();

@@ -53,12 +53,13 @@ export class WorkerEngine {
   }
 
   /**
-   * Loads the model in the worker. Aborting `signal` ends the worker at once, whatever phase it
-   * is in (download, cache, upload), and rejects with `cancelled`.
+   * Loads the model (and the `draft` model, when given) in the worker. Aborting `signal` ends
+   * the worker at once, whatever phase it is in (download, cache, upload), and rejects with
+   * `cancelled`.
    */
-  async load(source, options, { onProgress, onEvent, signal }) {
-    let transfer = [];
-    if (source instanceof ArrayBuffer) transfer = [source];
+  async load(source, options, { draft, onProgress, onEvent, signal }) {
+    // Each buffer once (the target and the draft may be the same bytes).
+    const transfer = [...new Set([source, draft].filter((s) => s instanceof ArrayBuffer))];
     let stop;
     const aborted = new Promise((_, reject) => {
       stop = () => {
@@ -69,7 +70,7 @@ export class WorkerEngine {
     aborted.catch(() => {});
     if (signal?.aborted) stop();
     signal?.addEventListener('abort', stop, { once: true });
-    const loading = this.#request('load', { source, options }, (message) => {
+    const loading = this.#request('load', { source, draft, options }, (message) => {
       if (message.kind === 'progress') onProgress?.(message.progress);
       else if (message.kind === 'event') onEvent?.(message.event);
     }, transfer);

@@ -138,10 +138,20 @@ export async function readModel(source, options = {}) {
     const view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
     return { bytes: view, from: 'bytes' };
   }
-  throw new RunaheadError(
-    'invalid_source',
-    'load() takes a URL, a File or Blob, an ArrayBuffer or a Uint8Array',
-  );
+  checkSource(source);
+}
+
+/** Throws `invalid_source` unless `source` is something `readModel` reads (`what` names it). */
+export function checkSource(source, what = 'the model') {
+  const readable = typeof source === 'string' || source instanceof URL ||
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    source instanceof ArrayBuffer || ArrayBuffer.isView(source);
+  if (!readable) {
+    throw new RunaheadError(
+      'invalid_source',
+      `load(): ${what} must be a URL, a File or Blob, an ArrayBuffer or a Uint8Array`,
+    );
+  }
 }
 
 async function readUrl(url, options) {

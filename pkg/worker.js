@@ -12,10 +12,11 @@ let clearHistory = null;
 const post = (message) => self.postMessage(message);
 
 const ops = {
-  async load(id, { source, options }) {
+  async load(id, { source, draft, options }) {
     if (engine) throw new Error('this worker already holds a model');
     const loaded = await loadEngine(source, {
       ...options,
+      draft,
       onProgress: (progress) => post({ id, kind: 'progress', progress }),
       onEvent: (event) => post({ id, kind: 'event', event }),
     });

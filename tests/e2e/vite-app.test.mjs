@@ -50,7 +50,11 @@ test('the Vite build of the packed package runs SmolLM2 in its worker', { timeou
   }));
   assert.equal(state.state, 'done', `${state.status}\n${log.join('\n')}`);
   assert.equal(state.inWorker, 'true');
-  assert.match(state.status, /^llama, \d+ parameters on (cpu|webgpu), in a worker, from network$/);
+  assert.match(state.status,
+    /^llama, \d+ parameters on (cpu|webgpu), in a worker, from network, drafted by .+ \(\d+ parameters\)$/);
+  // SmolLM2 drafting for itself: every drafted token accepted.
+  const drafted = log.map((line) => /draft model: (\d+)\/(\d+) accepted/.exec(line)).find(Boolean);
+  assert.ok(drafted && Number(drafted[2]) > 0 && drafted[1] === drafted[2], log.join('\n'));
   assert.match(state.output, /\n4 tokens \(\d+ in "Hello"\), [\d.]+ tokens\/s, \d+\/\d+ accepted\n/);
   // The chat turns: the streamed one ends with usage, the follow-up reuses its cache.
   const cached = [...state.output.matchAll(/cached (\d+)/g)].map((m) => Number(m[1]));

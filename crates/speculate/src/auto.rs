@@ -10,6 +10,9 @@ use crate::draft::Draft;
 use crate::drafter::{ready, DraftRequest, Drafter, LocalFuture};
 use crate::suffix::SuffixDrafter;
 
+/// The draft model's acceptance assumed before any of its drafts was judged.
+const MODEL_ALPHA_PRIOR: f64 = 0.7;
+
 /// Combines the free suffix lookup with an optional draft model. The lookup always runs; its
 /// tree's expected accepted length (from its path probabilities) is weighed against the draft
 /// model's, estimated from the model's running acceptance and its measured drafting time, both
@@ -36,11 +39,30 @@ impl AutoDrafter {
         &mut self.suffix
     }
 
+    /// The draft model it holds, if any: a front end can draft with it alone (one model, one
+    /// KV cache, whichever drafter runs it).
+    pub fn model_mut(&mut self) -> Option<&mut (dyn Drafter + 'static)> {
+        self.model.as_deref_mut()
+    }
+
+    /// Whether it holds a draft model.
+    pub fn has_model(&self) -> bool {
+        self.model.is_some()
+    }
+
+    /// Gives it a draft model (or takes it away); what it learned of the previous one's
+    /// acceptance and speed starts over.
+    pub fn set_model(&mut self, model: Option<Box<dyn Drafter>>) {
+        self.model = model;
+        self.model_alpha = MODEL_ALPHA_PRIOR;
+        self.model_seconds_per_token = 0.0;
+    }
+
     pub fn new(suffix: SuffixDrafter, model: Option<Box<dyn Drafter>>) -> Self {
         AutoDrafter {
             suffix,
             model,
-            model_alpha: 0.7,
+            model_alpha: MODEL_ALPHA_PRIOR,
             model_seconds_per_token: 0.0,
         }
     }

@@ -24,6 +24,9 @@ pub enum Code {
     Gguf,
     /// A valid GGUF the engine cannot run (architecture, tensor type, tokenizer, shapes).
     UnsupportedModel,
+    /// The draft model cannot draft for this target: its tokenizer differs (vocabulary, a
+    /// token's text, special tokens) or its output has fewer rows than the vocabulary.
+    DraftMismatch,
     /// The model's chat template is missing or failed to render.
     ChatTemplate,
     Tokenizer,
@@ -58,6 +61,7 @@ impl Code {
             Code::Fetch => "fetch",
             Code::Gguf => "gguf",
             Code::UnsupportedModel => "unsupported_model",
+            Code::DraftMismatch => "draft_mismatch",
             Code::ChatTemplate => "chat_template",
             Code::Tokenizer => "tokenizer",
             Code::InvalidMessages => "invalid_messages",
@@ -123,8 +127,8 @@ impl From<ModelError> for WebError {
             | ModelError::Config(_)
             | ModelError::InvalidHyperParameter { .. }
             | ModelError::VocabularyMismatch { .. }
-            | ModelError::IncompatibleDraft(_)
             | ModelError::NoUsableLogit { .. } => Code::UnsupportedModel,
+            ModelError::IncompatibleDraft(_) => Code::DraftMismatch,
             ModelError::Tokenizer(_) => Code::Tokenizer,
             ModelError::InvalidMessages(_) => Code::InvalidMessages,
             ModelError::ChatTemplate(_)

@@ -16,8 +16,8 @@ use serde_json::Value;
 use crate::error::{Code, WebError};
 use crate::options::{self, DepthOption};
 
-/// Drafter names `generate` accepts.
-pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
+/// Drafter names `generate` accepts (`model` only once a draft model is loaded).
+pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "model", "auto"];
 
 /// An engine's drafters, kept across generations so that what they learn carries over from one
 /// `generate` to the next: the suffix drafter's global index of earlier outputs (a page that
@@ -28,7 +28,9 @@ pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "auto"];
 /// conversation computes only what is new.
 ///
 /// There is one suffix drafter: `draft: "suffix"` is the one `auto` holds, so one index of
-/// earlier outputs serves both (and is what a page persists).
+/// earlier outputs serves both (and is what a page persists). Likewise the draft model, when
+/// one is loaded: `draft: "model"` drafts with the one `auto` holds, so one KV cache of the
+/// draft model serves both and keeps what it shares with the next prompt.
 pub struct Drafters {
     ngram: NgramDrafter,
     auto: AutoDrafter,
@@ -97,12 +99,33 @@ impl Drafters {
         self.auto.suffix_mut().clear_history();
     }
 
+    /// Gives the drafters a draft model (`draft: "model"`, and `auto` weighs it against the
+    /// suffix lookup), replacing any earlier one.
+    pub fn set_draft_model(&mut self, model: Box<dyn Drafter>) {
+        self.auto.set_model(Some(model));
+    }
+
+    /// Refuses a drafter that is not there: an unknown name, or `model` without a draft
+    /// model (checked before the model is touched).
+    fn check_available(&self, name: &str) -> Result<(), WebError> {
+        check_drafter(name)?;
+        if name == "model" && !self.auto.has_model() {
+            return Err(WebError::new(
+                Code::InvalidOption,
+                "draft: 'model' needs a draft model: load one with the target \
+                 (Runahead.load(target, { draft: source }))",
+            ));
+        }
+        Ok(())
+    }
+
     /// The drafter called `name`; `None` is plain decoding.
     fn get(&mut self, name: &str) -> Result<Option<&mut dyn Drafter>, WebError> {
-        check_drafter(name)?;
+        self.check_available(name)?;
         Ok(match name {
             "ngram" => Some(&mut self.ngram),
             "suffix" => Some(self.auto.suffix_mut()),
+            "model" => self.auto.model_mut().map(|m| m as &mut dyn Drafter),
             "auto" => Some(&mut self.auto),
             _ => None,
         })
@@ -185,6 +208,7 @@ pub async fn run<M: LanguageModel>(
     mut on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
 ) -> Result<Value, WebError> {
     validate(opts)?;
+    drafters.check_available(&opts.draft)?;
     let stop = stop_strings(opts)?;
     let generate_opts = GenerateOptions {
         max_tokens: opts.max_tokens,
@@ -220,11 +244,15 @@ pub async fn run<M: LanguageModel>(
 }
 
 #[cfg(test)]
+mod draft_model_tests;
+
+#[cfg(test)]
 mod tests {
     use runahead_gguf::GgufFile;
     use runahead_model::testing::TinyModel;
     use runahead_model::CpuModel;
 
+    use super::draft_model_tests::drafters_with_draft_model;
     use super::*;
 
     #[derive(Debug)]
@@ -321,7 +349,8 @@ mod tests {
     fn every_drafter_and_depth_gives_the_plain_tokens() {
         let plain = generate("none", None).expect("plain");
         for draft in DRAFTERS {
-            let run = generate(draft, None).expect("speculative");
+            let (mut drafters, _) = drafters_with_draft_model();
+            let run = generate_with_drafters(draft, None, &mut drafters).expect("speculative");
             assert_eq!(run.out["tokens"], plain.out["tokens"], "{draft}");
             assert_eq!(run.out["stats"]["draft"], *draft);
             let provenance = run.out["provenance"].as_array().expect("provenance");
@@ -409,7 +438,7 @@ mod tests {
                 &tiny_tokenizer(),
                 &prompt,
                 &opts,
-                &mut Drafters::default(),
+                &mut drafters_with_draft_model().0,
                 "cpu",
                 |text, _, _| {
                     pieces.push_str(text);

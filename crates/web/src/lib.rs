@@ -9,6 +9,7 @@
 
 mod backend;
 mod device;
+mod draft;
 mod error;
 mod generation;
 mod model_bytes;
@@ -23,18 +24,19 @@ use std::sync::Arc;
 
 use runahead_cpu::{CpuEngine, CpuOptions};
 use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
+use runahead_gpu::{GpuContext, GpuModel};
 use runahead_model::LanguageModel;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::backend::Choice;
+use crate::draft::DraftInfo;
 use crate::error::{Code, WebError};
 use crate::generation::Drafters;
 pub use crate::model_bytes::ModelBytes;
 use crate::options::{GenerateOptions, LoadOptions};
 use crate::pacing::{Paced, Turn};
-use crate::session::Session;
+use crate::session::{ModelInfo, Session};
 
 /// What a generation needs exclusive use of.
 struct Loaded {
@@ -42,12 +44,46 @@ struct Loaded {
     drafters: Drafters,
 }
 
-/// The engine the weights went to.
+/// The engine the weights went to, paced so the page gets a turn before every forward.
 #[allow(clippy::large_enum_variant)] // one per engine, made once and never copied
 enum Model {
-    Gpu(GpuModel),
+    /// With its device, which a draft model loads onto too.
+    Gpu {
+        model: Paced<GpuModel>,
+        ctx: GpuContext,
+    },
     /// Over the GGUF bytes themselves (shared, not copied).
-    Cpu(CpuEngine),
+    Cpu(Paced<CpuEngine>),
+}
+
+impl Model {
+    /// KV cache size, in tokens.
+    fn capacity(&self) -> usize {
+        match self {
+            Model::Gpu { model, .. } => model.capacity(),
+            Model::Cpu(model) => model.capacity(),
+        }
+    }
+}
+
+/// The CPU engine's options for a model with a KV cache of `context` tokens.
+fn cpu_options(context: usize) -> CpuOptions {
+    CpuOptions {
+        context: Some(context),
+        // One thread: wasm threads need a cross-origin isolated page and a build with
+        // atomics (README, "The CPU engine").
+        threads: Some(1),
+        isa: None,
+    }
+}
+
+/// `engine.info()`: the target's description, with the draft model's when one is loaded.
+#[derive(Serialize)]
+struct Info<'a> {
+    #[serde(flatten)]
+    model: &'a ModelInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draft: Option<&'a DraftInfo>,
 }
 
 /// KV cache size when `context` is not given, as the GPU engine's (capped by the model's
@@ -63,6 +99,8 @@ pub struct Engine {
     slot: Rc<RefCell<Option<Loaded>>>,
     /// Set by `cancel()`, read after every verified token.
     cancel: Rc<Cell<bool>>,
+    /// The draft model's description, once one is loaded.
+    draft: RefCell<Option<DraftInfo>>,
 }
 
 #[wasm_bindgen]
@@ -85,10 +123,31 @@ impl Engine {
     }
 
     /// Architecture, sizes, tensor types, special tokens, whether a chat template is present,
-    /// the backend (`webgpu` or `cpu`, with the reason when `auto` fell back to the CPU) and
-    /// the adapter in use.
+    /// the backend (`webgpu` or `cpu`, with the reason when `auto` fell back to the CPU), the
+    /// adapter in use, and `draft` (name, architecture, parameters, ...) once a draft model is
+    /// loaded.
     pub fn info(&self) -> Result<JsValue, JsValue> {
-        Ok(to_js(&self.session.info)?)
+        let draft = self.draft.borrow();
+        Ok(to_js(&Info {
+            model: &self.session.info,
+            draft: draft.as_ref(),
+        })?)
+    }
+
+    /// Loads a draft model (GGUF bytes) onto this model's engine (the same WebGPU device, or
+    /// the CPU engine) with this model's KV cache size, after checking that its tokenizer is
+    /// this model's (`draft_mismatch` otherwise); then `draft: "model"` drafts with it and
+    /// `draft: "auto"` weighs it against the suffix lookup. Returns its description (what
+    /// `info().draft` gives). `busy` while a generation runs.
+    #[wasm_bindgen(js_name = loadDraft)]
+    pub fn load_draft(&self, bytes: Vec<u8>) -> Result<JsValue, JsValue> {
+        Ok(self.attach_draft(bytes)?)
+    }
+
+    /// Like `loadDraft`, from bytes already written into WebAssembly memory ([`ModelBytes`]).
+    #[wasm_bindgen(js_name = loadDraftModelBytes)]
+    pub fn load_draft_model_bytes(&self, bytes: ModelBytes) -> Result<JsValue, JsValue> {
+        Ok(self.attach_draft(bytes.into_bytes()?)?)
     }
 
     /// Token ids of `text`, tokenized as is (control tokens in the text are recognized).
@@ -190,6 +249,23 @@ impl Engine {
     }
 }
 
+impl Engine {
+    fn attach_draft(&self, bytes: Vec<u8>) -> Result<JsValue, WebError> {
+        let mut slot = self.slot.borrow_mut();
+        let loaded = slot.as_mut().ok_or_else(busy_error)?;
+        let file = GgufFile::from_bytes(bytes)?;
+        let tokenizer = &self.session.tokenizer;
+        // Before any weight is loaded: a draft of another vocabulary costs no upload.
+        let mut info = draft::check(tokenizer, &file)?;
+        let (drafter, context) = draft::load(&loaded.model, tokenizer, file)?;
+        info.context = context;
+        loaded.drafters.set_draft_model(drafter);
+        let out = to_js(&info)?;
+        *self.draft.borrow_mut() = Some(info);
+        Ok(out)
+    }
+}
+
 async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebError> {
     let options: LoadOptions = options::from_js(options)?;
     if options.context == Some(0) {
@@ -221,22 +297,25 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
             let model = GpuModel::load(&ctx, &file, options.context)?;
             ctx.check()?;
             session.set_engine(model.capacity(), &ctx.adapter_info);
-            Model::Gpu(model)
+            Model::Gpu {
+                model: Paced {
+                    inner: model,
+                    turn: Turn::First,
+                },
+                ctx,
+            }
         }
         Choice::Cpu { reason } => {
-            let cpu_options = CpuOptions {
-                context: Some(options.context.unwrap_or(CPU_DEFAULT_CONTEXT)),
-                // One thread: wasm threads need a cross-origin isolated page and a build with
-                // atomics (README, "The CPU engine").
-                threads: Some(1),
-                isa: None,
-            };
-            let engine = CpuEngine::load(Arc::new(file), &cpu_options)?;
+            let context = options.context.unwrap_or(CPU_DEFAULT_CONTEXT);
+            let engine = CpuEngine::load(Arc::new(file), &cpu_options(context))?;
             let kernels = format!("CPU engine ({}, 1 thread)", engine.isa().name());
             session.set_engine(engine.capacity(), &kernels);
             session.info.backend = "cpu";
             session.info.backend_reason = reason;
-            Model::Cpu(engine)
+            Model::Cpu(Paced {
+                inner: engine,
+                turn: Turn::Fair,
+            })
         }
     };
     Ok(Engine {
@@ -246,6 +325,7 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
             drafters: Drafters::new(history_tokens),
         }))),
         cancel: Rc::new(Cell::new(false)),
+        draft: RefCell::new(None),
     })
 }
 
@@ -282,25 +362,11 @@ async fn run_generation(
     };
     let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
     let out = match &mut loaded.model {
-        Model::Gpu(model) => {
-            let mut paced = Paced {
-                inner: model,
-                turn: Turn::First,
-            };
-            generation::run(
-                &mut paced, tokenizer, &prompt, &opts, drafters, "gpu", on_piece,
-            )
-            .await?
+        Model::Gpu { model, .. } => {
+            generation::run(model, tokenizer, &prompt, &opts, drafters, "gpu", on_piece).await?
         }
         Model::Cpu(model) => {
-            let mut paced = Paced {
-                inner: model,
-                turn: Turn::Fair,
-            };
-            generation::run(
-                &mut paced, tokenizer, &prompt, &opts, drafters, "cpu", on_piece,
-            )
-            .await?
+            generation::run(model, tokenizer, &prompt, &opts, drafters, "cpu", on_piece).await?
         }
     };
     if let Some(cause) = thrown {
@@ -319,12 +385,15 @@ async fn run_generation(
 }
 
 /// The error of a call that needs the model while a generation holds it.
-fn busy() -> JsValue {
+fn busy_error() -> WebError {
     WebError::new(
         Code::Busy,
         "a generation is already running: await it or cancel() it first",
     )
-    .into()
+}
+
+fn busy() -> JsValue {
+    busy_error().into()
 }
 
 /// A plain JavaScript object with the same fields.

@@ -34,7 +34,7 @@ pub struct GenerateOptions {
     pub top_k: usize,
     pub top_p: f32,
     pub seed: u64,
-    /// Drafter name (`none`, `ngram`, `suffix`, `auto`).
+    /// Drafter name (`none`, `ngram`, `suffix`, `model` once a draft model is loaded, `auto`).
     pub draft: String,
     /// Wrap the prompt in the model's chat template as one user message.
     pub chat: bool,

@@ -53,13 +53,14 @@ pub async fn yield_now(turn: Turn) {
     let _ = JsFuture::from(promise).await;
 }
 
-/// A model that yields to the event loop before each forward pass.
-pub struct Paced<'a, M> {
-    pub inner: &'a mut M,
+/// A model that yields to the event loop before each forward pass (the target's and the draft
+/// model's alike).
+pub struct Paced<M> {
+    pub inner: M,
     pub turn: Turn,
 }
 
-impl<M: LanguageModel> LanguageModel for Paced<'_, M> {
+impl<M: LanguageModel> LanguageModel for Paced<M> {
     fn config(&self) -> &ModelConfig {
         self.inner.config()
     }

@@ -60,8 +60,22 @@ pub struct Session {
     pub info: ModelInfo,
 }
 
+/// Tensor count per GGML type (`Q4_1: 120, F32: 61`).
+pub(crate) fn tensor_types(file: &GgufFile) -> BTreeMap<String, usize> {
+    let mut types = BTreeMap::new();
+    for t in &file.header.tensors {
+        *types.entry(t.ty.to_string()).or_default() += 1;
+    }
+    types
+}
+
+/// Weights in the file (every tensor's elements).
+pub(crate) fn parameters(file: &GgufFile) -> u64 {
+    file.header.tensors.iter().map(|t| t.n_elements()).sum()
+}
+
 /// Metadata problems in a file that parsed as GGUF mean "a model this engine cannot run".
-fn unsupported(e: ModelError) -> WebError {
+pub(crate) fn unsupported(e: ModelError) -> WebError {
     match e {
         ModelError::Gguf(_)
         | ModelError::Tokenizer(_)
@@ -87,10 +101,6 @@ impl Session {
             }
             Err(_) => None,
         };
-        let mut tensor_types = BTreeMap::new();
-        for t in &file.header.tensors {
-            *tensor_types.entry(t.ty.to_string()).or_default() += 1;
-        }
         let info = ModelInfo {
             name: meta.str("general.name").ok().map(str::to_owned),
             architecture: meta
@@ -105,8 +115,8 @@ impl Session {
             vocab: config.vocab_size,
             context: 0,
             trained_context: config.context_length,
-            parameters: file.header.tensors.iter().map(|t| t.n_elements()).sum(),
-            tensor_types,
+            parameters: parameters(file),
+            tensor_types: tensor_types(file),
             chat_template: template.is_some(),
             bos: tokenizer.bos,
             eos: tokenizer.eos,

@@ -56,6 +56,10 @@ async fn load_on(bytes: Vec<u8>, backend: &str) -> Result<Engine, JsValue> {
     Engine::load(bytes, options(&json)).await
 }
 
+fn bytes_of_tiny_llama() -> Vec<u8> {
+    TinyModel::llama().to_gguf()
+}
+
 /// Greedy decoding on the CPU reference, one token per forward, stopping like the engine does.
 async fn cpu_greedy(bytes: Vec<u8>, prompt: &[u32], max_tokens: usize) -> Vec<u32> {
     let file = GgufFile::from_bytes(bytes).expect("tiny GGUF");
@@ -150,6 +154,44 @@ async fn greedy_generation_streams_the_cpu_reference_tokens_and_cancels_cleanly(
             field(&stats, &["backend"]).as_string().as_deref(),
             Some("gpu")
         );
+    }
+
+    // A draft model on the same device: the target's own weights, which predict its every
+    // greedy token (its one-row forwards give the bits of the target's verification rows).
+    let error = run(&engine, r#"{"maxTokens": 4, "draft": "model"}"#, None)
+        .await
+        .expect_err("no draft model yet");
+    assert_eq!(code(&error), "invalid_option");
+    let draft = engine
+        .load_draft(bytes_of_tiny_llama())
+        .expect("the draft model loads on the target's device");
+    assert_eq!(
+        field(&draft, &["name"]).as_string().as_deref(),
+        Some("tiny-llama")
+    );
+    assert_eq!(field(&draft, &["context"]).as_f64(), Some(CONTEXT as f64));
+    assert_eq!(
+        field(&engine.info().expect("info"), &["draft", "parameters"]).as_f64(),
+        field(&info, &["parameters"]).as_f64()
+    );
+    for draft in ["model", "auto"] {
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let on_token = recorder(seen.clone(), |_| true);
+        let opts = format!(r#"{{"maxTokens": 24, "draft": "{draft}", "depth": 4}}"#);
+        let result = run(&engine, &opts, Some(&on_token))
+            .await
+            .expect("generate with the draft model");
+        assert_eq!(token_ids(&result), want, "draft {draft}");
+        assert_eq!(seen.borrow().tokens, want, "draft {draft}: streamed");
+        let stat = |k: &str| field(&result, &["stats", k]).as_f64().unwrap_or(-1.0);
+        assert!(stat("drafted") > 0.0, "draft {draft}: nothing drafted");
+        if draft == "model" {
+            assert_eq!(
+                stat("accepted"),
+                stat("drafted"),
+                "a model drafting for itself"
+            );
+        }
     }
 
     // A second generate while one streams is refused with `busy`, and the first one's output
@@ -288,6 +330,22 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
         let error = run(&engine, opts, None).await.expect_err(opts);
         assert_eq!(code(&error), want, "{opts}: {error:?}");
     }
+    // A draft model of another tokenizer, or not a model at all, is refused before anything
+    // is loaded; the engine goes on without one.
+    let other_eos = TinyModel::llama()
+        .to_gguf_with_meta(&[("tokenizer.ggml.eos_token_id", runahead_gguf::Value::U32(2))]);
+    let error = engine.load_draft(other_eos).expect_err("another EOS token");
+    assert_eq!(code(&error), "draft_mismatch", "{error:?}");
+    let error = engine
+        .load_draft(b"not a model".to_vec())
+        .expect_err("not a GGUF");
+    assert_eq!(code(&error), "gguf");
+    assert!(field(&engine.info().expect("info"), &["draft"]).is_undefined());
+    let error = run(&engine, r#"{"draft": "model"}"#, None)
+        .await
+        .expect_err("no draft model");
+    assert_eq!(code(&error), "invalid_option");
+
     let long = "word ".repeat(CONTEXT);
     let error = JsFuture::from(engine.generate(long.into(), JsValue::UNDEFINED, None))
         .await

@@ -11,6 +11,7 @@ import Default, {
   type ChatCompletionChunk,
   type ChatMessage,
   type Chunk,
+  type DraftModelInfo,
   type GenerateOptions,
   type GenerationResult,
   type GenerationStats,
@@ -18,6 +19,7 @@ import Default, {
   type LoadOptions,
   type LoadProgress,
   type ModelInfo,
+  type ModelSource,
   type RunaheadErrorCode,
 } from 'runahead';
 
@@ -29,7 +31,7 @@ function describeEvent(event: LoadEvent): string {
   switch (event.type) {
     case 'cache_hit':
     case 'cache_stored':
-      return `${event.type}: ${event.url} (${event.size} bytes)`;
+      return `${event.type} (${event.model}): ${event.url} (${event.size} bytes)`;
     case 'cache_fallback':
     case 'cache_error':
     case 'cache_skipped':
@@ -45,23 +47,29 @@ function describeEvent(event: LoadEvent): string {
 
 async function main(): Promise<void> {
   const stop = new AbortController();
+  // SmolLM2 drafting for itself: the plumbing of a draft model (a real pair would be a smaller
+  // model of the same tokenizer).
+  const draft: ModelSource = MODEL;
   const options: LoadOptions = {
     context: 2048,
+    draft,
     backend: 'auto',
     history: true,
     historyTokens: 4096,
     worker: true,
     cache: true,
-    onProgress: ({ phase, loaded, total }: LoadProgress) => {
-      status.textContent = `${phase}: ${loaded} / ${total ?? '?'} bytes`;
+    onProgress: ({ phase, loaded, total, model }: LoadProgress) => {
+      status.textContent = `${phase} (${model ?? 'engine'}): ${loaded} / ${total ?? '?'} bytes`;
     },
     onEvent: (event) => console.info(describeEvent(event)),
     signal: stop.signal,
   };
   const model: Runahead = await Runahead.load(MODEL, options);
   const info: ModelInfo = model.info();
+  const draftInfo: DraftModelInfo | undefined = info.draft;
   status.textContent = `${info.architecture}, ${info.parameters} parameters on ${info.backend}, ` +
-    `${model.inWorker ? 'in a worker' : 'on the page'}, from ${model.loadedFrom}`;
+    `${model.inWorker ? 'in a worker' : 'on the page'}, from ${model.loadedFrom}, ` +
+    `drafted by ${draftInfo?.name ?? 'no model'} (${draftInfo?.parameters ?? 0} parameters)`;
   document.body.dataset.inWorker = String(model.inWorker);
 
   const ids: number[] = await model.tokenize('Hello');
@@ -75,6 +83,9 @@ async function main(): Promise<void> {
     output.append(chunk.fromDraft ? chunk.text.toUpperCase() : chunk.text);
   }
   const result: GenerationResult = await generation.result;
+  const drafted: GenerationResult =
+    await model.generate('Hello', { maxTokens: 4, draft: 'model', depth: 2 }).result;
+  console.info(`draft model: ${drafted.stats.accepted}/${drafted.stats.drafted} accepted`);
   const stats: GenerationStats = await generation.stats;
   output.append(`\n${result.tokens.length} tokens (${ids.length} in "Hello"), ` +
     `${stats.tokens_per_second.toFixed(1)} tokens/s, ${stats.accepted}/${stats.drafted} accepted`);
