@@ -60,7 +60,9 @@ impl GpuContext {
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("runahead"),
-                required_features: wgpu::Features::empty(),
+                // Timestamps where the adapter has them, for `bench --profile` (the forward
+                // never writes one).
+                required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
                 required_limits: required,
                 ..Default::default()
             })

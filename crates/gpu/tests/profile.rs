@@ -1,4 +1,5 @@
-//! Timing, not correctness (ignored by default; run on purpose):
+//! The profile's shape (one time per dispatch, device timestamps exactly where the device has
+//! them), then timing, not correctness (ignored by default; run on purpose):
 //! `cargo test --release -p runahead-gpu --test profile -- --ignored --nocapture`
 //! prints where a SmolLM2-135M forward (or PROFILE_MODEL's) spends its time on this device, per
 //! kind of dispatch, for blocks of 1 and 16 tokens.
@@ -8,11 +9,39 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::ctx;
+use common::{ctx, tiny_ctx};
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
+use runahead_model::testing::TinyModel;
 use runahead_model::{Batch, LanguageModel};
+
+#[test]
+fn profile_times_every_dispatch_with_the_devices_timestamps_where_it_has_them() {
+    let ctx = tiny_ctx();
+    let file = GgufFile::from_bytes(TinyModel::llama().to_gguf()).unwrap();
+    let mut gpu = GpuModel::load(&ctx, &file, Some(64)).unwrap();
+    block_on(gpu.forward_argmax(&Batch::causal(&[1, 2, 3], 0))).unwrap();
+    let times = gpu.profile(&Batch::causal(&[4], 3), 2).unwrap();
+    // Every dispatch of the forward, then the argmax.
+    assert_eq!(times.len(), gpu.dispatches_per_forward() + 1);
+    assert!(times.iter().all(|t| !t.label.is_empty() && t.seconds > 0.0));
+    let timestamps = ctx
+        .device
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY);
+    println!("timestamp queries: {timestamps}");
+    for t in &times {
+        match t.device_seconds {
+            Some(s) => assert!(timestamps && s.is_finite() && s >= 0.0, "{}: {s}", t.label),
+            None => assert!(!timestamps, "{}: no device time", t.label),
+        }
+    }
+    if timestamps {
+        let device: f64 = times.iter().filter_map(|t| t.device_seconds).sum();
+        assert!(device > 0.0, "the device timed nothing");
+    }
+}
 
 #[test]
 #[ignore = "timing; run with --ignored --nocapture"]
