@@ -22,6 +22,16 @@ const MATMUL_SHAPES: [MatmulShape; 3] = [
 /// 256-weight (k-quant) format, and f32.
 const FORMATS: [GgmlType; 3] = [GgmlType::F32, GgmlType::Q4_1, GgmlType::Q4_K];
 
+/// The shapes each format runs in: lavapipe compiles the 16-row emulated kernel slowly (seconds a
+/// pipeline, three token tiles each), so it runs on SmolLM2's format only; its code for the
+/// input is the one the 2-row shape runs on every format.
+fn shapes_for(ty: GgmlType) -> Vec<MatmulShape> {
+    match ty {
+        GgmlType::Q4_1 => MATMUL_SHAPES.to_vec(),
+        _ => MATMUL_SHAPES[1..].to_vec(),
+    }
+}
+
 const EPS: f32 = 1e-5;
 
 struct Case<'a> {
@@ -132,7 +142,7 @@ fn check_fused(op: Op, seed: u64) {
                 2 * cols
             };
             let x: Vec<f32> = rng.floats(m * width, 3.0);
-            for shape in MATMUL_SHAPES {
+            for shape in shapes_for(ty) {
                 let case = Case {
                     op,
                     shape,
