@@ -5,18 +5,12 @@
 
 mod common;
 
-use common::ctx;
+use common::{close, ctx, MATMUL_SHAPES};
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::{KernelShape, MatmulShape, Op};
+use runahead_gpu::kernels::{MatmulShape, Op};
 use runahead_gpu::testing::{f32s, run_kernel, Input};
 use runahead_model::testing::{random_blocks, TestRng};
-
-const MATMUL_SHAPES: [MatmulShape; 3] = [
-    KernelShape::EMULATED.matmul,
-    KernelShape::EMULATED_QUICK_COMPILE.matmul,
-    KernelShape::GPU.matmul,
-];
 
 /// The fused input is the same code for every block format: one 32-weight format, one
 /// 256-weight (k-quant) format, and f32.
@@ -110,17 +104,6 @@ impl Case<'_> {
                     .collect::<Vec<_>>()
             })
             .collect()
-    }
-}
-
-fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= rel * scale,
-            "{what}: index {i}: gpu {g} vs cpu {w} (scale {scale})"
-        );
     }
 }
 

@@ -3,37 +3,17 @@
 
 mod common;
 
-use common::ctx;
+use common::{close, ctx, MATMUL_SHAPES};
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::{
-    attention_chunk, attention_chunks, AttentionShape, KernelShape, MatmulShape, Op,
-};
+use runahead_gpu::kernels::{attention_chunk, attention_chunks, AttentionShape, MatmulShape, Op};
 use runahead_gpu::testing::{f32s, run_kernel, run_kernel_step, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
-
-fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= rel * scale,
-            "{what}: index {i}: gpu {g} vs cpu {w} (scale {scale})"
-        );
-    }
-}
 
 /// Every format the engines decode.
 fn formats() -> impl Iterator<Item = GgmlType> {
     GgmlType::all().filter(|t| t.is_supported())
 }
-
-/// Every matmul shape the engine picks for some adapter.
-const MATMUL_SHAPES: [MatmulShape; 3] = [
-    KernelShape::EMULATED.matmul,
-    KernelShape::EMULATED_QUICK_COMPILE.matmul,
-    KernelShape::GPU.matmul,
-];
 
 /// The matmul in `shape` (every shape runs on any device; the engine picks one per adapter).
 #[allow(clippy::too_many_arguments)]

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use pollster::block_on;
-use runahead_gpu::kernels::KernelShape;
+use runahead_gpu::kernels::{KernelShape, MatmulShape};
 use runahead_gpu::{GpuContext, GpuOptions};
 
 /// One device for the whole test binary (lavapipe on CI; any Vulkan GPU elsewhere), with the
@@ -67,4 +67,24 @@ pub fn max_rel_diff(a: &[f32], b: &[f32]) -> (f32, usize) {
         }
     }
     worst
+}
+
+/// Every matmul shape the engine picks for some adapter.
+pub const MATMUL_SHAPES: [MatmulShape; 3] = [
+    KernelShape::EMULATED.matmul,
+    KernelShape::EMULATED_QUICK_COMPILE.matmul,
+    KernelShape::GPU.matmul,
+];
+
+/// `got` equals `want` within `rel` of `want`'s largest magnitude, with the failing index in the
+/// message.
+pub fn close(got: &[f32], want: &[f32], rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let scale = want.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * scale,
+            "{what}: index {i}: gpu {g} vs cpu {w} (scale {scale})"
+        );
+    }
 }
