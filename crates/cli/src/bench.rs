@@ -338,6 +338,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     "rows": h.rows, "dispatches": h.dispatches,
                     "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
                     "staging_writes": h.staging_writes, "reps": h.reps,
+                    "encode_submit_samples_ms": h.encode_submit_samples_ms,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });

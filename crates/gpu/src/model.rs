@@ -12,7 +12,7 @@ mod upload;
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;
 
-pub use host_cost::{CountCalls, HostCost, MAX_HOST_REPS};
+pub use host_cost::{CountCalls, HostCost, HOST_WARMUP, MAX_HOST_REPS};
 pub use memory::MemoryPlan;
 
 use std::cell::Cell;

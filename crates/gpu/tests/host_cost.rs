@@ -7,7 +7,7 @@ mod common;
 use common::tiny_ctx;
 use pollster::block_on;
 use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
+use runahead_gpu::{GpuModel, HOST_WARMUP};
 use runahead_model::testing::TinyModel;
 use runahead_model::LanguageModel;
 
@@ -30,8 +30,8 @@ fn host_costs_count_dispatches_and_calibrate_the_call_counter() {
     let after = model.stats();
     assert_eq!(
         after.forwards - before.forwards,
-        1 + 2 * 3,
-        "the prefill, then 3 per size"
+        1 + 2 * (HOST_WARMUP as u64 + 3),
+        "the prefill, then the warm-up and 3 per size"
     );
     assert_eq!(
         model.cache_len(),

@@ -44,6 +44,7 @@ struct Forward {
     calls_wait: Option<u64>,
     staging_writes: u64,
     reps: usize,
+    encode_submit_samples_ms: Vec<f64>,
 }
 
 impl From<HostCost> for Forward {
@@ -57,6 +58,7 @@ impl From<HostCost> for Forward {
             calls_wait: h.calls_wait,
             staging_writes: h.staging_writes,
             reps: h.reps,
+            encode_submit_samples_ms: h.encode_submit_samples_ms,
         }
     }
 }

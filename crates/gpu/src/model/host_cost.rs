@@ -11,6 +11,11 @@ use crate::clock::Clock;
 /// Most forwards one measurement runs per size (bounds the work a caller can ask for).
 pub const MAX_HOST_REPS: usize = 1000;
 
+/// Forwards run before the measured ones of each size, untimed: in a page the first forwards
+/// run wasm that V8's baseline compiler made (it tiers hot functions up as they run) and
+/// JavaScript glue not yet optimized, which measured 3-4x slower than the later forwards.
+pub const HOST_WARMUP: usize = 2;
+
 /// A running count of the host's calls, read before and after each phase of a forward. In a
 /// page: a function that returns how many wasm -> JS calls the instance has made so far (the
 /// page counts them at the import boundary, see bench/browser/forward-cost.mjs).
@@ -61,6 +66,8 @@ pub struct HostCost {
     /// over all repetitions (see `upload.rs`).
     pub staging_writes: u64,
     pub reps: usize,
+    /// Every measured forward's encode+submit ms, in order (the spread behind the median).
+    pub encode_submit_samples_ms: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -69,8 +76,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 impl GpuModel {
-    /// Prefills `prompt` (from an empty cache), then runs `reps` forwards of each of `sizes`
-    /// rows behind it (the prompt's tokens, cycled; argmax read back, as decoding and greedy
+    /// Prefills `prompt` (from an empty cache), then runs [`HOST_WARMUP`] and `reps` measured
+    /// forwards of each of `sizes` rows behind it (the prompt's tokens, cycled; argmax read back, as decoding and greedy
     /// verification do), truncating the cache back after each. Leaves the prompt in the cache.
     pub async fn host_costs(
         &mut self,
@@ -105,6 +112,11 @@ impl GpuModel {
             let batch = Batch::causal(&block, base);
             let (mut encode, mut wait) = (Vec::new(), Vec::new());
             let (mut calls_encode, mut calls_wait) = (Vec::new(), Vec::new());
+            for _ in 0..HOST_WARMUP {
+                let result = self.run(&batch, Want::Argmax).await;
+                self.truncate(base);
+                result?;
+            }
             let first = self.stats();
             let mut dispatches = 0;
             for _ in 0..reps {
@@ -123,7 +135,8 @@ impl GpuModel {
             out.push(HostCost {
                 rows: size,
                 dispatches,
-                encode_submit_ms: median(encode),
+                encode_submit_ms: median(encode.clone()),
+                encode_submit_samples_ms: encode,
                 wait_ms: median(wait),
                 calls_encode_submit: counter.map(|_| median(calls_encode) as u64),
                 calls_wait: counter.map(|_| median(calls_wait) as u64),
