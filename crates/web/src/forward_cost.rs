@@ -97,7 +97,7 @@ pub async fn measure(
         ));
     }
     let tokens = session.tokenizer.encode(prompt).map_err(WebError::from)?;
-    if tokens.is_empty() {
+    if prompt.is_empty() || tokens.is_empty() {
         return Err(WebError::new(Code::EmptyPrompt, "the prompt has no tokens"));
     }
     if tokens.len() > max_rows {
