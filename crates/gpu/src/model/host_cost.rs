@@ -12,8 +12,9 @@ use crate::clock::Clock;
 pub const MAX_HOST_REPS: usize = 1000;
 
 /// Forwards run before the measured ones of each size, untimed: in a page the first forwards
-/// run wasm that V8's baseline compiler made (it tiers hot functions up as they run) and
-/// JavaScript glue not yet optimized, which measured 3-4x slower than the later forwards.
+/// may run wasm from V8's baseline compiler (it tiers hot functions up as they run) and
+/// JavaScript glue not yet optimized. A precaution: on this machine's noise (samples bimodal
+/// under load, natively too) no difference between early and late forwards was measurable.
 pub const HOST_WARMUP: usize = 2;
 
 /// A running count of the host's calls, read before and after each phase of a forward. In a
