@@ -100,7 +100,8 @@ step_e2e() {
     "$root/tests/e2e/sha256.test.mjs" "$root/tests/e2e/demo.test.mjs" \
     "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
-    "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs"
+    "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
+    "$root/tests/e2e/forward-cost.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_fuzz() {

@@ -28,8 +28,9 @@ const TYPES = {
  * listens. `server.bytesSent(path)` is the body bytes sent for a URL path so far, and
  * `server.requests(path)` the requests for it (`[method, ...]`); `server.kill()` stops it.
  * Sends Content-Length and Last-Modified (what the model cache keys on), answers HEAD.
+ * `headers` go with every file (e.g. COOP/COEP for a cross-origin isolated page).
  */
-export function serve(dir = root) {
+export function serve(dir = root, { headers = {} } = {}) {
   const sent = new Map();
   const requests = new Map();
   const server = createServer(async (req, res) => {
@@ -52,6 +53,7 @@ export function serve(dir = root) {
         'content-length': info.size,
         'last-modified': info.mtime.toUTCString(),
         'cache-control': 'no-cache',
+        ...headers,
       });
       if (req.method === 'HEAD') {
         res.end();

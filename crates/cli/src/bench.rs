@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
+use runahead_gpu::{GpuModel, HostCost};
 use runahead_model::{Batch, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{generate, GenerateOptions, SamplingParams, Stats};
 use serde_json::json;
@@ -78,17 +78,6 @@ struct KernelTime {
     ms: f64,
     /// Device timestamps, summed; `None` where the device has no timestamp queries.
     device_ms: Option<f64>,
-}
-
-/// What one forward of the gpu backend costs the host, medians over `--host-reps` forwards.
-struct HostCost {
-    rows: usize,
-    /// Dispatches the forward encoded (counted by the engine, argmax included).
-    dispatches: u64,
-    /// Writing the inputs, encoding every dispatch and submitting.
-    encode_submit_ms: f64,
-    /// From the submit to the results read back (the device's work, as the host sees it).
-    wait_ms: f64,
 }
 
 struct Row {
@@ -182,12 +171,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
                 let d = m.dispatches_per_forward();
-                let host = host_costs(
-                    &mut m,
+                let host = pollster::block_on(m.host_costs(
                     &prompts[0],
                     &[1, args.verify_block.max(1)],
-                    args.host_reps,
-                )?;
+                    args.host_reps.max(1),
+                    None,
+                ))?;
                 let profile = match args.profile {
                     true => profile(&mut m, &prompts[0])?,
                     false => Vec::new(),
@@ -367,6 +356,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "host_cost": r.host.iter().map(|h| json!({
                     "rows": h.rows, "dispatches": h.dispatches,
                     "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
+                    "staging_writes": h.staging_writes, "reps": h.reps,
+                    "encode_submit_samples_ms": h.encode_submit_samples_ms,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
@@ -401,45 +392,6 @@ fn block_times<M: LanguageModel>(
             m.truncate(base);
         }
         out.push(best);
-    }
-    Ok(out)
-}
-
-/// The host cost of one forward of a causal block of each size in `sizes` after `prompt` is
-/// in the cache (argmax read back, as decoding and greedy verification do), from the engine's
-/// own counters; the cache is truncated back after each forward.
-fn host_costs(
-    m: &mut GpuModel,
-    prompt: &[u32],
-    sizes: &[usize],
-    reps: usize,
-) -> Result<Vec<HostCost>> {
-    m.truncate(0);
-    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
-    let base = m.cache_len();
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let mut out = Vec::new();
-    for &size in sizes {
-        let block: Vec<u32> = prompt.iter().copied().cycle().take(size).collect();
-        let (mut encode, mut wait, mut dispatches) = (Vec::new(), Vec::new(), 0);
-        for _ in 0..reps.max(1) {
-            let before = m.stats();
-            pollster::block_on(m.forward_argmax(&Batch::causal(&block, base)))?;
-            let after = m.stats();
-            m.truncate(base);
-            encode.push((after.encode_submit_nanos - before.encode_submit_nanos) as f64 / 1e6);
-            wait.push((after.wait_nanos - before.wait_nanos) as f64 / 1e6);
-            dispatches = after.dispatches - before.dispatches;
-        }
-        out.push(HostCost {
-            rows: size,
-            dispatches,
-            encode_submit_ms: median(encode),
-            wait_ms: median(wait),
-        });
     }
     Ok(out)
 }

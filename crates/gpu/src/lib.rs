@@ -20,5 +20,7 @@ pub use context::{required_limits, GpuContext, GpuOptions};
 pub use error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
 pub use model::DispatchTime;
-pub use model::{GpuModel, GpuStats, MemoryPlan};
+pub use model::{
+    CountCalls, GpuModel, GpuStats, HostCost, MemoryPlan, HOST_WARMUP, MAX_HOST_REPS, MAX_ROWS,
+};
 pub use tensor::GpuMatrix;

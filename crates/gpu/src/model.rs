@@ -3,6 +3,7 @@
 //! command encoder, submits once, and reads back logits or per-row argmax.
 
 mod build;
+mod host_cost;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod profile;
@@ -11,6 +12,7 @@ mod upload;
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;
 
+pub use host_cost::{CountCalls, HostCost, HOST_WARMUP, MAX_HOST_REPS};
 pub use memory::MemoryPlan;
 
 use std::cell::Cell;
@@ -134,7 +136,7 @@ pub struct GpuStats {
     pub dispatches: u64,
     pub submits: u64,
     /// Host time spent writing the step's inputs, encoding the dispatches and submitting
-    /// (natively; zero on wasm32, see `clock.rs`).
+    /// (`clock.rs`: natively a monotonic clock, in a page `performance.now()`).
     pub encode_submit_nanos: u64,
     /// Host time from the submit until the results were read back: the device's work, as the
     /// host waits for it.
@@ -142,6 +144,10 @@ pub struct GpuStats {
     /// Inputs written through `Queue::write_buffer` (a staging buffer each) because the reused
     /// upload buffer was still in flight; zero in the steady state natively.
     pub staging_writes: u64,
+    /// Calls the host made (in a page: wasm -> JS) while encoding and submitting, and while
+    /// waiting, in forwards run with a call counter ([`GpuModel::host_costs`]).
+    pub calls_encode_submit: u64,
+    pub calls_wait: u64,
 }
 
 /// Host-side scratch reused by every forward.
@@ -253,6 +259,16 @@ impl GpuModel {
     /// Runs a block and returns the bytes of what `want` reads back: `[m, vocab]` f32 logits,
     /// `[m]` u32 argmax, or `[m, TOP_K_ROW_WORDS]` u32 words of the top-k kernel.
     async fn run(&mut self, batch: &Batch, want: Want) -> Result<Vec<u8>> {
+        self.run_counted(batch, want, None).await
+    }
+
+    /// [`Self::run`], reading `calls` (when given) where it reads its clock.
+    async fn run_counted(
+        &mut self,
+        batch: &Batch,
+        want: Want,
+        calls: Option<host_cost::CallCounter<'_>>,
+    ) -> Result<Vec<u8>> {
         batch.validate(self.config.vocab_size, self.cache_len, self.capacity)?;
         self.ctx.check()?;
         if batch.len() > MAX_ROWS {
@@ -265,6 +281,7 @@ impl GpuModel {
             Want::TopK(k) => k,
             _ => 0,
         };
+        let calls_start = calls.map(|c| c.read());
         let host = Clock::start();
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         let slots = self.write_step(&mut encoder, batch, k);
@@ -290,14 +307,23 @@ impl GpuModel {
         encoder.copy_buffer_to_buffer(src, 0, dst, 0, (words * 4) as u64);
         q.submit([encoder.finish()]);
         let encode_submit = host.nanos();
+        let calls_submitted = calls.map(|c| c.read());
         let wait = Clock::start();
         let out = readback::read_bytes(&self.ctx, dst, (words * 4) as u64).await;
+        let wait_nanos = wait.nanos();
+        let calls_end = calls.map(|c| c.read());
         let mut s = self.stats.get();
+        if let (Some(c), Some(a), Some(b), Some(e)) =
+            (calls, calls_start, calls_submitted, calls_end)
+        {
+            s.calls_encode_submit += c.between(a, b);
+            s.calls_wait += c.between(b, e);
+        }
         s.forwards += 1;
         s.submits += 1;
         s.dispatches += (self.dispatches.len() + last.is_some() as usize) as u64;
         s.encode_submit_nanos += encode_submit;
-        s.wait_nanos += wait.nanos();
+        s.wait_nanos += wait_nanos;
         self.stats.set(s);
         let out = out?;
         self.cache_len += m;

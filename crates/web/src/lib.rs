@@ -11,6 +11,7 @@ mod backend;
 mod device;
 mod draft;
 mod error;
+mod forward_cost;
 mod generation;
 mod model_bytes;
 mod options;
@@ -240,6 +241,43 @@ impl Engine {
     /// `stats.stop_reason == "cancelled"` and the engine stays usable. No-op when idle.
     pub fn cancel(&self) {
         self.cancel.set(true);
+    }
+
+    /// What one forward of the GPU engine costs this page's host, measured like `runahead bench
+    /// --backend gpu` does natively: `prompt` (text, tokenized as is) is prefilled, then
+    /// `options.reps` forwards of each of `options.rows` rows run behind it (default `{rows: [1,
+    /// 8], reps: 10}`). Resolves to `{adapter, prompt_tokens, dispatches_per_forward,
+    /// host_cost: [{rows, dispatches, encode_submit_ms, wait_ms, calls_encode_submit,
+    /// calls_wait, staging_writes, reps}]}` (medians); the calls are counted when
+    /// `countCalls()` returns the instance's running count of wasm -> JS calls. `busy` while a
+    /// generation runs; `invalid_option` on the CPU engine.
+    #[wasm_bindgen(js_name = forwardCost)]
+    pub fn forward_cost(
+        &self,
+        prompt: String,
+        options: JsValue,
+        count_calls: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let Some(mut loaded) = self.slot.borrow_mut().take() else {
+            return js_sys::Promise::reject(&busy());
+        };
+        let session = self.session.clone();
+        let slot = self.slot.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let result = match &mut loaded.model {
+                Model::Gpu(model) => {
+                    forward_cost::measure(model, &session, &prompt, &options, count_calls.as_ref())
+                        .await
+                        .and_then(|cost| to_js(&cost))
+                }
+                Model::Cpu(_) => Err(WebError::new(
+                    Code::InvalidOption,
+                    "forwardCost measures the GPU engine; this model runs on the CPU engine",
+                )),
+            };
+            *slot.borrow_mut() = Some(loaded);
+            Ok(result?)
+        })
     }
 
     /// Whether a generation is running.
