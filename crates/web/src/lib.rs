@@ -265,11 +265,15 @@ impl Engine {
         let slot = self.slot.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let result = match &mut loaded.model {
-                Model::Gpu(model) => {
-                    forward_cost::measure(model, &session, &prompt, &options, count_calls.as_ref())
-                        .await
-                        .and_then(|cost| to_js(&cost))
-                }
+                Model::Gpu { model, .. } => forward_cost::measure(
+                    &mut model.inner,
+                    &session,
+                    &prompt,
+                    &options,
+                    count_calls.as_ref(),
+                )
+                .await
+                .and_then(|cost| to_js(&cost)),
                 Model::Cpu(_) => Err(WebError::new(
                     Code::InvalidOption,
                     "forwardCost measures the GPU engine; this model runs on the CPU engine",
