@@ -7,8 +7,10 @@
 //
 // Environment: BENCH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf), BENCH_TOKENS (per
 // generation, default 64), BENCH_BACKEND ('auto' default, 'cpu', 'webgpu'), BENCH_DRAFTERS
-// (default "ngram,suffix,auto"), CHROMIUM.
+// (default "ngram,suffix,auto"), BENCH_PROMPTS (a file of `runahead bench --suites ...
+// --dump-prompts FILE`: the native bench's suites instead of the four prompts below), CHROMIUM.
 
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { chromiumFlags, serve } from '../../tests/e2e/serve.mjs';
 
@@ -28,12 +30,16 @@ const CODE = `def total_price(items, tax_rate):
     tax = subtotal * tax_rate
     return subtotal + tax
 `;
-const PROMPTS = [
-  ['copy a list', `Repeat this list of cities exactly, one per line:\n${LIST}`],
-  ['edit code', `Rename the variable subtotal to net in this function and return the whole function:\n\n${CODE}`],
-  ['quote and answer', `Text: "${LIST}."\nQuestion: Which cities does the text list? Quote them in order.`],
-  ['open writing', 'Write a short story about a lighthouse keeper.'],
-];
+// [suite, prompt text, through the chat template]
+const PROMPTS = process.env.BENCH_PROMPTS
+  ? JSON.parse(readFileSync(process.env.BENCH_PROMPTS, 'utf8')).flatMap((suite) =>
+      suite.prompts.map((p) => [suite.name, p.text, p.chat]))
+  : [
+      ['copy a list', `Repeat this list of cities exactly, one per line:\n${LIST}`, true],
+      ['edit code', `Rename the variable subtotal to net in this function and return the whole function:\n\n${CODE}`, true],
+      ['quote and answer', `Text: "${LIST}."\nQuestion: Which cities does the text list? Quote them in order.`, true],
+      ['open writing', 'Write a short story about a lighthouse keeper.', true],
+    ];
 
 const { base, server } = await serve();
 const browser = await chromium.launch({
@@ -50,13 +56,14 @@ try {
     // No stored history: each prompt's speedup comes from this visit alone.
     const model = await Runahead.load(url, { backend, history: false, cache: false });
     const rows = [];
-    for (const [suite, prompt] of prompts) {
-      const messages = [{ role: 'user', content: prompt }];
+    for (const [suite, prompt, chat] of prompts) {
+      // A chat prompt goes through the model's template; a completion prompt as it is.
+      const input = chat ? [{ role: 'user', content: prompt }] : prompt;
       const runs = {};
       for (const draft of ['none', ...drafters]) {
         // Forget earlier answers, so no drafter drafts from another prompt's run.
         await model.clearHistory();
-        const { stats, tokens: ids } = await model.generate(messages, { maxTokens: tokens, draft }).result;
+        const { stats, tokens: ids } = await model.generate(input, { maxTokens: tokens, draft }).result;
         runs[draft] = {
           tokensPerSecond: stats.tokens_per_second,
           generated: stats.generated_tokens,
@@ -76,7 +83,17 @@ try {
   for (const row of result.rows) {
     for (const d of DRAFTERS) row.runs[d].speedup = row.runs[d].tokensPerSecond / row.runs.none.tokensPerSecond;
   }
-  console.log(JSON.stringify({ model: MODEL, tokens: TOKENS, ...result }, null, 2));
+  // Per suite and drafter: the geometric mean of the prompts' speedups, as the native bench reports.
+  const suites = {};
+  for (const row of result.rows) (suites[row.suite] ??= []).push(row);
+  const geomean = (xs) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
+  const summary = Object.entries(suites).map(([suite, rows]) => ({
+    suite,
+    prompts: rows.length,
+    identicalText: rows.every((r) => r.identicalText),
+    speedup: Object.fromEntries(DRAFTERS.map((d) => [d, geomean(rows.map((r) => r.runs[d].speedup))])),
+  }));
+  console.log(JSON.stringify({ model: MODEL, tokens: TOKENS, ...result, summary }, null, 2));
 } finally {
   await browser.close();
   server.kill();

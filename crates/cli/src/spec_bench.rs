@@ -42,6 +42,11 @@ pub struct SuiteArgs {
     /// the speedup where verifying 16 tokens costs what one does).
     #[arg(long, default_value = "auto")]
     pub depth: String,
+    /// Write the selected suites' prompts (JSON: suites with their prompts' ids, texts and
+    /// whether each goes through the chat template) to this file and run nothing: the
+    /// browser bench runs the same prompts (scripts/browser-spec-bench.sh).
+    #[arg(long)]
+    pub dump_prompts: Option<PathBuf>,
 }
 
 fn select_suites(args: &SuiteArgs, which: &str) -> Result<Vec<Suite>> {
@@ -88,6 +93,17 @@ pub fn run(
     args: &SuiteArgs,
 ) -> Result<()> {
     let suites = select_suites(args, args.suites.as_deref().unwrap_or("all"))?;
+    if let Some(path) = &args.dump_prompts {
+        std::fs::write(path, serde_json::to_string_pretty(&suites)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let prompts: usize = suites.iter().map(|s| s.prompts.len()).sum();
+        eprintln!(
+            "wrote {prompts} prompts of {} suites to {}",
+            suites.len(),
+            path.display()
+        );
+        return Ok(());
+    }
     let file = GgufFile::open(model).with_context(|| format!("cannot load {}", model.display()))?;
     let file = std::sync::Arc::new(file);
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
