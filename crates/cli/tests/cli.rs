@@ -289,6 +289,40 @@ fn speculative_generate_reports_provenance_and_matches_plain() {
 }
 
 #[test]
+fn bench_suites_dump_their_prompts_for_the_browser_bench() {
+    let file = std::env::temp_dir().join(format!("runahead-dump-{}.json", std::process::id()));
+    let samples = root().join("tests/fixtures/prompts-sample");
+    let o = runahead(&[
+        "bench",
+        "--model",
+        &model(),
+        "--suites",
+        "humaneval,mtbench-extraction",
+        "--n",
+        "2",
+        "--prompts-dir",
+        samples.to_str().unwrap(),
+        "--dump-prompts",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let suites: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    std::fs::remove_file(&file).ok();
+    let suites = suites.as_array().unwrap();
+    let names: Vec<&str> = suites.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["humaneval", "mtbench-extraction"]);
+    for s in suites {
+        let prompts = s["prompts"].as_array().unwrap();
+        assert_eq!(prompts.len(), 2, "{s}");
+        assert!(prompts
+            .iter()
+            .all(|p| !p["text"].as_str().unwrap().is_empty() && p["chat"].is_boolean()));
+    }
+    // Nothing was run: no report.
+    assert!(!stdout(&o).contains("| humaneval |"), "{}", stdout(&o));
+}
+
+#[test]
 fn bench_suites_writes_report_rows_and_plot() {
     let m = model();
     let out = std::env::temp_dir().join(format!("runahead-bench-test-{}", std::process::id()));
