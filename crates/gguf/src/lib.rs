@@ -15,6 +15,7 @@ mod limits;
 mod metadata;
 mod reader;
 mod types;
+mod widen;
 mod writer;
 
 pub use blocks::{dequantize, dequantize_row};
@@ -24,6 +25,7 @@ pub use limits::{DEFAULT_HEADER_BUDGET, MAX_ARRAY_DEPTH};
 pub use metadata::{Metadata, Value, ValueType};
 pub use reader::{Gguf, TensorInfo};
 pub use types::GgmlType;
+pub use widen::{widen_to_q8_0, widens_to_q8_0};
 pub use writer::GgufWriter;
 
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;

@@ -35,6 +35,37 @@ fn gpu(ctx: &GpuContext, spec: &TinyModel) -> GpuModel {
     GpuModel::load(ctx, &file, None).unwrap()
 }
 
+/// A file that mixes Q5_0 and Q8_0 within q/k/v and within gate/up, as Qwen2.5 files do
+/// (`attn_v` in Q8_0 beside Q5_0 `attn_q`/`attn_k`): each group goes up re-encoded as one Q8_0
+/// matrix with the same values (`runahead_gguf::widen_to_q8_0`), so the layer keeps one product
+/// per group (7 dispatches with fused inputs, 10 without), and the logits stay the CPU
+/// reference's.
+#[test]
+fn products_mixing_q5_0_and_q8_0_take_one_dispatch() {
+    use runahead_gguf::GgmlType::{Q4_1, Q5_0, Q8_0};
+    let spec = TinyModel {
+        // q, k, v, output, gate, up, down, then the output matrix.
+        formats: &[Q5_0, Q5_0, Q8_0, Q4_1, Q8_0, Q5_0, Q4_1],
+        ..TinyModel::qwen2()
+    };
+    let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
+    let mut cpu = CpuModel::load(&file, None).unwrap();
+    let want = block_on(cpu.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+    for (shape, ctx) in shape_ctxs() {
+        let mut g = GpuModel::load(&ctx, &file, None).unwrap();
+        let got = block_on(g.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+        let (d, i) = max_rel_diff(&got.data, &want.data);
+        assert!(d < TOL, "{shape}: logits differ by {d} at {i}");
+        // Per layer as in a file of one format, then the embedding, the output product and
+        // (unfused) the final norm.
+        let expected = match ctx.shape.fused_inputs {
+            true => 7 * spec.n_layers + 2,
+            false => 10 * spec.n_layers + 3,
+        };
+        assert_eq!(g.dispatches_per_forward(), expected, "{shape}");
+    }
+}
+
 #[test]
 fn gpu_logits_match_the_cpu_reference() {
     for (name, spec, ctx) in cases() {

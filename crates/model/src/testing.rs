@@ -105,7 +105,23 @@ pub struct TinyModel {
     /// Tied output when false.
     pub separate_output: bool,
     pub seed: u64,
+    /// Block formats the matrices take in turn, in file order (per layer q, k, v, output,
+    /// gate, up, down; then the output matrix when separate).
+    pub formats: &'static [GgmlType],
 }
+
+/// Every supported block format but F32/BF16, so every format is exercised by every forward.
+pub const ROTATING_FORMATS: &[GgmlType] = &[
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::F16,
+];
 
 impl TinyModel {
     /// A llama-style model: 2 layers, width 256 (multiples of 256 so K-quants fit), GQA 4/2.
@@ -120,6 +136,7 @@ impl TinyModel {
             context: 256,
             separate_output: false,
             seed: 1,
+            formats: ROTATING_FORMATS,
         }
     }
 
@@ -147,8 +164,7 @@ impl TinyModel {
         bytes
     }
 
-    /// The GGUF bytes. Matrices rotate through the supported block formats so every format
-    /// is exercised by every forward.
+    /// The GGUF bytes. Matrices rotate through [`TinyModel::formats`].
     pub fn to_gguf(&self) -> Vec<u8> {
         self.writer().to_bytes()
     }
@@ -205,21 +221,10 @@ impl TinyModel {
                 "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
             );
 
-        const FORMATS: [GgmlType; 9] = [
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q5_1,
-            GgmlType::Q8_0,
-            GgmlType::Q4_K,
-            GgmlType::Q5_K,
-            GgmlType::Q6_K,
-            GgmlType::F16,
-        ];
         let mut next_format = 0usize;
         let mut matrix =
             |w: &mut GgufWriter, rng: &mut TestRng, name: &str, rows: usize, cols: usize| {
-                let ty = FORMATS[next_format % FORMATS.len()];
+                let ty = self.formats[next_format % self.formats.len()];
                 next_format += 1;
                 let scale = 1.0 / (cols as f32).sqrt() * 2.0;
                 w.tensor(

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use wgpu::util::DeviceExt;
 use wgpu::BufferUsages as U;
 
-use runahead_gguf::GgufFile;
+use runahead_gguf::{widen_to_q8_0, widens_to_q8_0, GgmlType, GgufFile};
 use runahead_model::{check_tensors, ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
 use super::memory::BufferSizes;
@@ -294,6 +294,15 @@ fn stacked(
         .iter()
         .map(|(name, rows)| matrix_info(file, name, *rows, cols))
         .collect::<Result<Vec<_>>>()?;
+    if widens(&infos) {
+        let mut bytes = Vec::new();
+        for info in &infos {
+            bytes.extend(widen_to_q8_0(info.ty, file.tensor_bytes(info))?);
+        }
+        let rows = parts.iter().map(|(_, r)| r).sum();
+        let w = GpuMatrix::upload(ctx, &parts[0].0, GgmlType::Q8_0, &bytes, rows, cols)?;
+        return Ok(vec![(w, 0)]);
+    }
     let mut out = Vec::new();
     let (mut first, mut col0) = (0, 0);
     while first < parts.len() {
@@ -317,6 +326,39 @@ fn stacked(
         first = end;
     }
     Ok(out)
+}
+
+/// Whether matrices stacked into one product mix block formats that all re-encode as Q8_0
+/// value for value (Q4_0, Q5_0, Q8_0: `runahead_gguf::widen_to_q8_0`): then they go up as one
+/// Q8_0 matrix, one dispatch instead of one per format, with the same values.
+fn widens(infos: &[&runahead_gguf::TensorInfo]) -> bool {
+    infos.windows(2).any(|w| w[0].ty != w[1].ty) && infos.iter().all(|i| widens_to_q8_0(i.ty))
+}
+
+/// Bytes the Q8_0 re-encoding of [`widens`] adds to the weights as stored in the file, over
+/// every layer's q/k/v and gate/up (the memory plan counts weights by their file size).
+fn widening_growth(file: &GgufFile, c: &ModelConfig) -> Result<u64> {
+    let mut growth = 0u64;
+    for l in 0..c.n_layers {
+        let name = |w: &str| TensorNames::layer(l, w);
+        for group in [
+            ["attn_q.weight", "attn_k.weight", "attn_v.weight"].as_slice(),
+            ["ffn_gate.weight", "ffn_up.weight"].as_slice(),
+        ] {
+            let infos = group
+                .iter()
+                .map(|w| file.tensor_info(&name(w)))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            if widens(&infos) {
+                for info in infos {
+                    let elements: u64 = info.shape.iter().product();
+                    let wide = GgmlType::Q8_0.bytes_for(elements).unwrap_or(u64::MAX);
+                    growth = growth.saturating_add(wide.saturating_sub(info.size));
+                }
+            }
+        }
+    }
+    Ok(growth)
 }
 
 fn matrix(
@@ -373,7 +415,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     }
     // Everything is decided before the first buffer: every tensor's presence, shape and type,
     // then every buffer's size against the device's limits and the memory budget.
-    let tensors = check_tensors(file, c)?;
+    let mut tensors = check_tensors(file, c)?;
+    tensors.file_bytes = tensors.file_bytes.saturating_add(widening_growth(file, c)?);
     let size = BufferSizes::of(c, capacity)?;
     let memory = size.check(ctx, c, tensors)?;
 
