@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh gguf_load --seconds 600          # one target, 10 minutes
 #   scripts/fuzz.sh tokenizer --runs 10000000        # a fixed number of executions
 #   scripts/fuzz.sh --sanitizer address              # with ASan (needs a nightly toolchain)
+#   scripts/fuzz.sh chat_template --runs 10000000 --no-trace-compares   # a long run, faster
 #
 # Targets: gguf_load, tokenizer, chat_template. Exit status: 0 when no target found anything, 1
 # when one crashed, hung (-timeout) or ran out of memory (-rss_limit_mb / -malloc_limit_mb), 2 on
@@ -18,6 +19,10 @@
 # rustup's stable toolchain at 2-8x the speed. The tokenizer target reads SmolLM2 from
 # RUNAHEAD_MODELS or models/ (scripts/fetch-models.sh smollm2); the seeds use both real models
 # when present.
+#
+# --no-trace-compares builds without the comparison tracing that steers mutations towards the
+# operands of comparisons: about half of chat_template's time goes to those callbacks, so a long
+# run on a grown corpus gets about twice the executions (docs/fuzzing.md).
 #
 # Environment: FUZZ_TARGET_DIR (build directory, default fuzz/target), FUZZ_RSS_MB (memory limit,
 # default 2048), FUZZ_TIMEOUT (seconds one input may take, default 10), FUZZ_ARGS (more libFuzzer
@@ -31,7 +36,7 @@ CARGO_FUZZ_VERSION=0.13.1
 ALL_TARGETS=(gguf_load tokenizer chat_template)
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -39,11 +44,13 @@ targets=()
 seconds=60
 runs=
 sanitizer=none
+build_flags=()
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) seconds=${2:?}; runs=; shift 2 ;;
     --runs) runs=${2:?}; shift 2 ;;
     --sanitizer) sanitizer=${2:?}; shift 2 ;;
+    --no-trace-compares) build_flags+=(--no-trace-compares); shift ;;
     -h|--help) usage ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; usage ;;
     *)
@@ -71,7 +78,7 @@ start=$SECONDS
 # `cargo fuzz build` takes one target or none (every target).
 build_target=()
 [ ${#targets[@]} -ne 1 ] || build_target=("${targets[0]}")
-cargo "$toolchain" fuzz build --debug-assertions --sanitizer "$sanitizer" \
+cargo "$toolchain" fuzz build --debug-assertions --sanitizer "$sanitizer" "${build_flags[@]}" \
   --target-dir "$target_dir" "${build_target[@]}" || exit 2
 bin_dir=$target_dir/x86_64-unknown-linux-gnu/release
 echo "fuzz.sh: built ${targets[*]} in $((SECONDS - start)) s"
