@@ -48,12 +48,21 @@ fn load64(two: &[[i8; 32]]) -> __m512i {
 /// chunk `c`; see `HALVES`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-fn chunk_sums(w: &Weights, ys: &[[i8; 32]; GROUP]) -> __m512i {
-    let flip = _mm512_set1_epi8(-128);
-    let u_ab = _mm512_xor_si512(load64(&ys[0..2]), flip);
-    let u_cd = _mm512_xor_si512(load64(&ys[2..4]), flip);
-    let s_ab = _mm512_dpbusd_epi32(w.start_ab, u_ab, w.ab);
-    let s_cd = _mm512_dpbusd_epi32(w.start_cd, u_cd, w.cd);
+fn chunk_sums<const F: u8>(w: &Weights, ys: &[[i8; 32]; GROUP]) -> __m512i {
+    let (y_ab, y_cd) = (load64(&ys[0..2]), load64(&ys[2..4]));
+    let (s_ab, s_cd) = if unsigned(F) {
+        let zero = _mm512_setzero_si512();
+        (
+            _mm512_dpbusd_epi32(zero, w.ab, y_ab),
+            _mm512_dpbusd_epi32(zero, w.cd, y_cd),
+        )
+    } else {
+        let flip = _mm512_set1_epi8(-128);
+        (
+            _mm512_dpbusd_epi32(w.start_ab, _mm512_xor_si512(y_ab, flip), w.ab),
+            _mm512_dpbusd_epi32(w.start_cd, _mm512_xor_si512(y_cd, flip), w.cd),
+        )
+    };
     // Sum each 128-bit chunk (a block half) of both: lane 4c holds s_ab's, 4c + 1 s_cd's.
     let pairs = _mm512_add_epi32(
         _mm512_unpacklo_epi32(s_ab, s_cd),
@@ -62,12 +71,19 @@ fn chunk_sums(w: &Weights, ys: &[[i8; 32]; GROUP]) -> __m512i {
     _mm512_add_epi32(pairs, _mm512_shuffle_epi32(pairs, _MM_PERM_BADC))
 }
 
+/// Whether format `F` decodes to unsigned bytes (0..16 or 0..32, the offset carried by `m`):
+/// those are VNNI's unsigned operand as they are, against the signed activations, with no
+/// flip and no correction. Signed formats go against activations flipped to unsigned.
+const fn unsigned(f: u8) -> bool {
+    f == Q4_1 || f == Q5_1
+}
+
 /// A group's four weight blocks, two per register, with the sums' starting values.
 struct Weights {
     ab: __m512i,
     cd: __m512i,
-    /// -128 * (sum of each lane's four weights): starting there takes the +128 of the
-    /// unsigned activations back out exactly.
+    /// Signed formats: -128 * (sum of each lane's four weights), where the sums against
+    /// activations flipped to unsigned (+128) start, which takes the +128 back out exactly.
     start_ab: __m512i,
     start_cd: __m512i,
 }
@@ -138,11 +154,16 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             let zero = _mm512_setzero_si512();
             let flip = _mm512_set1_epi8(-128);
             let neg = |w| _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, w));
+            let (start_ab, start_cd) = if unsigned(F) {
+                (zero, zero)
+            } else {
+                (neg(ab), neg(cd))
+            };
             let w = Weights {
                 ab,
                 cd,
-                start_ab: neg(ab),
-                start_cd: neg(cd),
+                start_ab,
+                start_cd,
             };
             let (dw, mw) = scales4::<F>(group);
             let mw2 = _mm256_set_m128(mw, mw);
@@ -160,7 +181,11 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 else {
                     continue; // unreachable: the ranges have GROUP elements
                 };
-                let sums = _mm512_permutex2var_epi32(chunk_sums(&w, y0), two, chunk_sums(&w, y1));
+                let sums = _mm512_permutex2var_epi32(
+                    chunk_sums::<F>(&w, y0),
+                    two,
+                    chunk_sums::<F>(&w, y1),
+                );
                 let d8 = _mm256_set_m128(_mm_mul_ps(dw, load4(d1)), _mm_mul_ps(dw, load4(d0)));
                 let d16 = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(d8));
                 let scaled = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sums));
@@ -174,7 +199,7 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 let (Ok(y), Ok(d), Ok(s)) = at(T - 1) else {
                     continue; // unreachable, as above
                 };
-                let sums = _mm512_permutexvar_epi32(one, chunk_sums(&w, y));
+                let sums = _mm512_permutexvar_epi32(one, chunk_sums::<F>(&w, y));
                 let d4 = _mm_mul_ps(dw, load4(d));
                 let scaled = _mm256_mul_ps(
                     _mm256_set_m128(d4, d4),
