@@ -117,41 +117,72 @@ pub fn matmul_many(
     // shared queue left every thread a stream broken every few kilobytes: two threads decoded
     // SmolLM2 only 5% faster than one); a thread that finishes its share takes what is left
     // of the others', so a thread slowed or absent on a busy machine delays nobody.
-    let shares = team.threads().min(units.len()).max(1);
-    let bounds: Vec<usize> = (0..=shares).map(|i| i * units.len() / shares).collect();
-    let cursors: Vec<AtomicUsize> = bounds[..shares]
-        .iter()
-        .map(|&b| AtomicUsize::new(b))
-        .collect();
+    let shares = team.threads().min(units.len());
+    if shares <= 1 {
+        // One thread (always in wasm): the units in order, with nothing to share.
+        for (j, first_row, part) in units {
+            compute_rows(kernels, &matrices[j], &input, n, first_row, part);
+        }
+        return transpose_back(jobs, &transposed, n);
+    }
+    let plan = Shares::new(units.len(), shares);
     let units: Vec<Mutex<Option<Unit>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
     let arrivals = AtomicUsize::new(0);
     team.run(&|| {
         let me = arrivals.fetch_add(1, Ordering::Relaxed) % shares;
-        for share in (0..shares).map(|k| (me + k) % shares) {
-            loop {
-                let i = cursors[share].fetch_add(1, Ordering::Relaxed);
-                if i >= bounds[share + 1] {
-                    break;
-                }
-                // Each index is taken once; a poisoned lock means another thread panicked,
-                // and its panic is what gets reported.
-                let unit = units[i].lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some((j, first_row, part)) = unit {
-                    compute_rows(kernels, &matrices[j], &input, n, first_row, part);
-                }
+        while let Some(i) = plan.next(me) {
+            // Each index is taken once; a poisoned lock means another thread panicked, and
+            // its panic is what gets reported.
+            let unit = units[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some((j, first_row, part)) = unit {
+                compute_rows(kernels, &matrices[j], &input, n, first_row, part);
             }
         }
     });
-    for ((_, out), tr) in jobs.iter_mut().zip(&transposed) {
-        if n > 1 {
-            // Output row by output row: sequential writes, reads of stride n, no index checks.
-            let rows = out.len() / n;
-            for (t, dst) in out.chunks_exact_mut(rows).enumerate() {
-                for (d, &v) in dst.iter_mut().zip(tr.iter().skip(t).step_by(n)) {
-                    *d = v;
-                }
+    transpose_back(jobs, &transposed, n);
+}
+
+/// Each job's `[rows, n]` result into its `[n, rows]` output (nothing to do for one row,
+/// which was written in place).
+fn transpose_back(jobs: &mut [(Matrix, &mut [f32])], transposed: &[Vec<f32>], n: usize) {
+    if n == 1 {
+        return;
+    }
+    for ((_, out), tr) in jobs.iter_mut().zip(transposed) {
+        // Output row by output row: sequential writes, reads of stride n, no index checks.
+        let rows = out.len() / n;
+        for (t, dst) in out.chunks_exact_mut(rows).enumerate() {
+            for (d, &v) in dst.iter_mut().zip(tr.iter().skip(t).step_by(n)) {
+                *d = v;
             }
         }
+    }
+}
+
+/// `count` units in contiguous shares, one per thread: each thread takes its own share's units
+/// in order, then what is left of the others' (in share order after its own).
+struct Shares {
+    bounds: Vec<usize>,        // [shares + 1]: share s is bounds[s]..bounds[s + 1]
+    cursors: Vec<AtomicUsize>, // [shares]: the next unit of each share
+}
+
+impl Shares {
+    fn new(count: usize, shares: usize) -> Self {
+        let bounds: Vec<usize> = (0..=shares).map(|s| s * count / shares).collect();
+        let cursors = bounds[..shares]
+            .iter()
+            .map(|&b| AtomicUsize::new(b))
+            .collect();
+        Shares { bounds, cursors }
+    }
+
+    /// The next unit for the owner of share `me`, or `None` once every unit is taken.
+    fn next(&self, me: usize) -> Option<usize> {
+        let shares = self.cursors.len();
+        (0..shares).map(|k| (me + k) % shares).find_map(|s| {
+            let i = self.cursors[s].fetch_add(1, Ordering::Relaxed);
+            (i < self.bounds[s + 1]).then_some(i)
+        })
     }
 }
 
@@ -215,5 +246,53 @@ fn compute_rows(
                 kernels.k_rows(f, w_rows, rb, &x.q8k[t.start * nb..t.end * nb], out)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread alone (its team's others never came) takes every unit exactly once: its own
+    /// share in order, then the rest of the others'.
+    #[test]
+    fn a_lone_thread_takes_every_unit_once() {
+        for (count, shares) in [(10, 3), (2, 2), (7, 1), (5, 4)] {
+            for me in 0..shares {
+                let plan = Shares::new(count, shares);
+                let taken: Vec<usize> = std::iter::from_fn(|| plan.next(me)).collect();
+                let mut sorted = taken.clone();
+                sorted.sort_unstable();
+                assert_eq!(
+                    sorted,
+                    (0..count).collect::<Vec<_>>(),
+                    "{count}/{shares}, {me}"
+                );
+                let own = plan.bounds[me]..plan.bounds[me + 1];
+                assert!(
+                    taken.iter().zip(own.clone()).all(|(&t, o)| t == o),
+                    "own share first"
+                );
+            }
+        }
+    }
+
+    /// Threads interleaving take disjoint units that cover them all, each starting in order
+    /// in its own share.
+    #[test]
+    fn interleaved_threads_split_the_units() {
+        let plan = Shares::new(9, 3);
+        let mut taken = vec![Vec::new(); 3];
+        for step in 0..12 {
+            let me = [0, 1, 2, 0][step % 4];
+            if let Some(i) = plan.next(me) {
+                taken[me].push(i);
+            }
+        }
+        assert_eq!(taken[1][..2], [3, 4]);
+        assert_eq!(taken[2][..2], [6, 7]);
+        let mut all: Vec<usize> = taken.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..9).collect::<Vec<_>>());
     }
 }

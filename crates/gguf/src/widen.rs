@@ -13,17 +13,20 @@ pub fn widens_to_q8_0(ty: GgmlType) -> bool {
 
 /// `bytes` (whole blocks of `ty`) as Q8_0 blocks of the same values.
 pub fn widen_to_q8_0(ty: GgmlType, bytes: &[u8]) -> Result<Vec<u8>> {
+    if !widens_to_q8_0(ty) {
+        return Err(GgufError::UnsupportedType(ty));
+    }
     let bb = ty.block_bytes() as usize;
-    if !widens_to_q8_0(ty) || !bytes.len().is_multiple_of(bb) {
+    if !bytes.len().is_multiple_of(bb) {
         return Err(GgufError::Io(format!(
-            "cannot re-encode {} bytes of {ty} as Q8_0",
+            "cannot re-encode {} bytes of {ty} as Q8_0: not whole blocks",
             bytes.len()
         )));
     }
     if ty == GgmlType::Q8_0 {
         return Ok(bytes.to_vec());
     }
-    let mut out = Vec::with_capacity(bytes.len() / bb * 34);
+    let mut out = Vec::with_capacity(bytes.len() / bb * GgmlType::Q8_0.block_bytes() as usize);
     for b in bytes.chunks_exact(bb) {
         let mut q = [0i8; 32];
         match ty {

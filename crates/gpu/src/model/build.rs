@@ -328,6 +328,10 @@ fn stacked(
     Ok(out)
 }
 
+/// The matrices a layer stacks into one product ([`stacked`]): q/k/v, and gate/up.
+const QKV: [&str; 3] = ["attn_q.weight", "attn_k.weight", "attn_v.weight"];
+const GATE_UP: [&str; 2] = ["ffn_gate.weight", "ffn_up.weight"];
+
 /// Whether matrices stacked into one product mix block formats that all re-encode as Q8_0
 /// value for value (Q4_0, Q5_0, Q8_0: `runahead_gguf::widen_to_q8_0`): then they go up as one
 /// Q8_0 matrix, one dispatch instead of one per format, with the same values.
@@ -341,10 +345,7 @@ fn widening_growth(file: &GgufFile, c: &ModelConfig) -> Result<u64> {
     let mut growth = 0u64;
     for l in 0..c.n_layers {
         let name = |w: &str| TensorNames::layer(l, w);
-        for group in [
-            ["attn_q.weight", "attn_k.weight", "attn_v.weight"].as_slice(),
-            ["ffn_gate.weight", "ffn_up.weight"].as_slice(),
-        ] {
+        for group in [QKV.as_slice(), GATE_UP.as_slice()] {
             let infos = group
                 .iter()
                 .map(|w| file.tensor_info(&name(w)))
@@ -496,9 +497,9 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
         let normed = b.normed(&x, &attn_norm, &h, d, c.rms_eps);
         let qkv_parts = [
-            (name("attn_q.weight"), d),
-            (name("attn_k.weight"), kv_dim),
-            (name("attn_v.weight"), kv_dim),
+            (name(QKV[0]), d),
+            (name(QKV[1]), kv_dim),
+            (name(QKV[2]), kv_dim),
         ];
         for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
             b.product(normed, &w, &qkv, qkv_width, col0, false);
@@ -566,7 +567,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
 
         let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
         let normed = b.normed(&x, &ffn_norm, &h, d, c.rms_eps);
-        let gate_up_parts = [(name("ffn_gate.weight"), ff), (name("ffn_up.weight"), ff)];
+        let gate_up_parts = [(name(GATE_UP[0]), ff), (name(GATE_UP[1]), ff)];
         for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
             b.product(normed, &w, &gate_up, 2 * ff, col0, false);
         }
