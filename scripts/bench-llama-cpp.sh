@@ -15,7 +15,8 @@
 # Per model and thread count (THREADS, default "1 2"), alternating the two engines REPS times
 # (default 3): llama-bench's prompt processing (-p 64) and generation (-n 64) tokens/s, and
 # `runahead bench --backends cpu` decode tokens/s (4 prompts, 64 tokens each) and one forward of
-# a 64-token block (prefill). Writes
+# a 64-token block with the last row's logits only (prefill: what llama-bench's -p times too,
+# its batch asks for the last token's logits). Writes
 # bench-out/llama-cpp-vs-cpu.md (and .json); the best of the repetitions counts.
 set -euo pipefail
 
@@ -91,7 +92,7 @@ for r in json.load(sys.stdin):
         --block-sizes 64 --block-reps 1 --json "$out/runahead-bench.json" >/dev/null
       "$python" -c 'import json,sys
 row = next(r for r in json.load(open(sys.argv[3]))["rows"] if r["backend"] == "cpu")
-for kind, tps in (("decode", row["tokens_per_second"]), ("prefill", 64 / (row["block_ms"][0] / 1000))):
+for kind, tps in (("decode", row["tokens_per_second"]), ("prefill", 64 / (row["prefill_ms"][0] / 1000))):
     print(json.dumps({"engine": "runahead", "model": sys.argv[1], "threads": int(sys.argv[2]), "kind": kind, "tps": tps}))' \
         "$(basename "$model")" "$t" "$out/runahead-bench.json" >> "$results"
     done

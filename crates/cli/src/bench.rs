@@ -47,7 +47,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     suites: crate::spec_bench::SuiteArgs,
     /// Also time one forward of a block of each of these sizes (comma-separated, e.g.
-    /// 1,2,4,8,16) after the first prompt, with logits for every row, as verification does.
+    /// 1,2,4,8,16) after the first prompt, with logits for every row, as verification does,
+    /// and with the last row's only, as a prompt's prefill does.
     #[arg(long, value_delimiter = ',')]
     block_sizes: Vec<usize>,
     /// Timed forwards per block size (the best counts: these machines are noisy).
@@ -85,8 +86,10 @@ struct Row {
     detail: String,
     totals: Stats,
     dispatches_per_forward: Option<usize>,
-    /// Milliseconds per forward of each of `--block-sizes`.
+    /// Milliseconds per forward of each of `--block-sizes`, logits for every row.
     block_ms: Vec<f64>,
+    /// The same with logits for the last row only (prefill).
+    prefill_ms: Vec<f64>,
     /// The gpu backend's host cost per forward: decoding (1 row), then `--verify-block` rows.
     host: Vec<HostCost>,
     /// `--profile`: the gpu backend's decoding forward per kernel, most time first.
@@ -127,6 +130,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let mut m = crate::load_cpu(&file, Some(2048), args.threads)?;
                 let detail = crate::cpu_detail(&m);
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
+                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
                 (
                     Row {
                         backend: "cpu".into(),
@@ -135,12 +139,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         dispatches_per_forward: None,
                         host: Vec::new(),
                         profile: Vec::new(),
-                        block_ms: block_times(
-                            &mut m,
-                            &prompts[0],
-                            &args.block_sizes,
-                            args.block_reps,
-                        )?,
+                        block_ms,
+                        prefill_ms,
                     },
                     out,
                 )
@@ -148,6 +148,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "reference" => {
                 let mut m = CpuModel::load(&file, Some(2048))?;
                 let (totals, out) = measure(&mut m, &prompts, &opts)?;
+                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
                 (
                     Row {
                         backend: "reference".into(),
@@ -156,12 +157,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         dispatches_per_forward: None,
                         host: Vec::new(),
                         profile: Vec::new(),
-                        block_ms: block_times(
-                            &mut m,
-                            &prompts[0],
-                            &args.block_sizes,
-                            args.block_reps,
-                        )?,
+                        block_ms,
+                        prefill_ms,
                     },
                     out,
                 )
@@ -181,6 +178,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     true => profile(&mut m, &prompts[0])?,
                     false => Vec::new(),
                 };
+                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
                 (
                     Row {
                         backend: "gpu".into(),
@@ -189,12 +187,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                         dispatches_per_forward: Some(d),
                         host,
                         profile,
-                        block_ms: block_times(
-                            &mut m,
-                            &prompts[0],
-                            &args.block_sizes,
-                            args.block_reps,
-                        )?,
+                        block_ms,
+                        prefill_ms,
                     },
                     out,
                 )
@@ -268,12 +262,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         writeln!(md, "| backend | {} |", head.join(" | "))?;
         writeln!(md, "| --- |{}", " ---: |".repeat(head.len()))?;
         for r in &rows {
-            let cells: Vec<String> = r
-                .block_ms
-                .iter()
-                .map(|ms| format!("{ms:.1} ({:.2}x)", ms / r.block_ms[0]))
-                .collect();
-            writeln!(md, "| {} | {} |", r.backend, cells.join(" | "))?;
+            for (kind, ms) in [("", &r.block_ms), (", last row's logits", &r.prefill_ms)] {
+                let cells: Vec<String> = ms
+                    .iter()
+                    .map(|t| format!("{t:.1} ({:.2}x)", t / ms[0]))
+                    .collect();
+                writeln!(md, "| {}{kind} | {} |", r.backend, cells.join(" | "))?;
+            }
         }
     }
     if rows.iter().any(|r| !r.host.is_empty()) {
@@ -348,7 +343,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
                 "tokens_per_second": r.totals.tokens_per_second(),
                 "dispatches_per_forward": r.dispatches_per_forward,
-                "block_sizes": args.block_sizes, "block_ms": r.block_ms,
+                "block_sizes": args.block_sizes, "block_ms": r.block_ms, "prefill_ms": r.prefill_ms,
                 "profile": r.profile.iter().map(|k| json!({
                     "kernel": k.label, "dispatches": k.count, "ms": k.ms,
                     "device_ms": k.device_ms,
@@ -366,41 +361,51 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Milliseconds per forward of a causal block of each size in `sizes`, after `prompt` is in
-/// the cache; the cache is truncated back after each forward.
+/// Milliseconds per forward of a causal block of each of `--block-sizes` after `prompt` is in
+/// the cache (best of `--block-reps`; the cache is truncated back after each forward): with
+/// logits for every row (verification), then for the last row only (prefill).
 fn block_times<M: LanguageModel>(
     m: &mut M,
     prompt: &[u32],
-    sizes: &[usize],
-    reps: usize,
-) -> Result<Vec<f64>> {
-    if sizes.is_empty() {
-        return Ok(Vec::new());
+    args: &BenchArgs,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    if args.block_sizes.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
     }
     m.truncate(0);
-    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0).logits_for_last(0)))?;
     let base = m.cache_len();
-    let mut out = Vec::new();
-    for &size in sizes {
+    let mut time = |size: usize, outputs: usize| -> Result<f64> {
         // Tokens of the prompt, repeated: any valid ids do.
         let block: Vec<u32> = prompt.iter().copied().cycle().take(size.max(1)).collect();
+        let batch = Batch::causal(&block, base).logits_for_last(outputs);
         let mut best = f64::INFINITY;
-        for _ in 0..reps.max(1) {
+        for _ in 0..args.block_reps.max(1) {
             let t = Instant::now();
-            pollster::block_on(m.forward(&Batch::causal(&block, base)))?;
+            pollster::block_on(m.forward(&batch))?;
             best = best.min(t.elapsed().as_secs_f64() * 1e3);
             m.truncate(base);
         }
-        out.push(best);
-    }
-    Ok(out)
+        Ok(best)
+    };
+    let all = args
+        .block_sizes
+        .iter()
+        .map(|&n| time(n, n))
+        .collect::<Result<_>>()?;
+    let last = args
+        .block_sizes
+        .iter()
+        .map(|&n| time(n, 1))
+        .collect::<Result<_>>()?;
+    Ok((all, last))
 }
 
 /// Each dispatch of a decoding forward (one token behind `prompt`) timed alone, summed per
 /// label, most time first.
 fn profile(m: &mut GpuModel, prompt: &[u32]) -> Result<Vec<KernelTime>> {
     m.truncate(0);
-    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0)))?;
+    pollster::block_on(m.forward_argmax(&Batch::causal(prompt, 0).logits_for_last(0)))?;
     let base = m.cache_len();
     let times = m.profile(&Batch::causal(&prompt[..1], base), 3)?;
     let mut out: Vec<KernelTime> = Vec::new();

@@ -85,7 +85,7 @@ impl CpuEngine {
         self.threads
     }
 
-    /// Logits `[n, vocab]` of a validated batch.
+    /// Logits `[batch.n_outputs(), vocab]` of a validated batch.
     fn run(&mut self, batch: &Batch, team: &Team) -> Result<Vec<f32>> {
         let c = &self.config;
         let (n, d, kv_dim) = (batch.len(), c.n_embd, c.kv_dim());
@@ -134,7 +134,7 @@ impl CpuEngine {
                 self.rope.apply(&mut kk[i * kv_dim..(i + 1) * kv_dim], a);
             }
             self.cache.write(l, base, &kk, &v);
-            let attn = Attention {
+            let mut attn = Attention {
                 kernels: k,
                 q: &q,
                 k: &self.cache.k[l],
@@ -147,7 +147,19 @@ impl CpuEngine {
                 head_dim: c.head_dim,
             }
             .run(team);
-            let mut o = vec![0f32; n * d];
+            // What the last layer computes after attention serves only the logits: rows whose
+            // logits nobody asked for (a prompt's tokens before its last) stop here, their
+            // cache entries written.
+            let skip = batch.first_output;
+            if l + 1 == w.layers.len() && skip > 0 {
+                if skip == n {
+                    return Ok(Vec::new());
+                }
+                attn.drain(..skip * d);
+                x.drain(..skip * d);
+            }
+            let rows = x.len() / d;
+            let mut o = vec![0f32; rows * d];
             matmul(
                 k,
                 team,
@@ -158,7 +170,7 @@ impl CpuEngine {
             add_in_place(&mut x, &o);
 
             let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
-            let (mut gate, mut up) = (vec![0f32; n * c.n_ff], vec![0f32; n * c.n_ff]);
+            let (mut gate, mut up) = (vec![0f32; rows * c.n_ff], vec![0f32; rows * c.n_ff]);
             matmul_many(
                 k,
                 team,
@@ -171,7 +183,7 @@ impl CpuEngine {
             for (g, &u) in gate.iter_mut().zip(&up) {
                 *g = silu(*g) * u;
             }
-            let mut down = vec![0f32; n * d];
+            let mut down = vec![0f32; rows * d];
             matmul(
                 k,
                 team,
@@ -182,8 +194,13 @@ impl CpuEngine {
             add_in_place(&mut x, &down);
         }
 
+        // (A model without layers drops them here.)
+        x.drain(..(x.len() / d).saturating_sub(batch.n_outputs()) * d);
+        if x.is_empty() {
+            return Ok(Vec::new());
+        }
         let h = rms_norm(&x, &w.output_norm, c.rms_eps);
-        let mut logits = vec![0f32; n * c.vocab_size];
+        let mut logits = vec![0f32; batch.n_outputs() * c.vocab_size];
         matmul(
             k,
             team,

@@ -155,6 +155,45 @@ fn block_forward_is_bit_identical_to_one_token_at_a_time() {
     }
 }
 
+/// A block asked for the logits of its last rows only (a prompt: its last row) gives exactly
+/// those rows of the whole block, and the same cache: the next token's logits do not change.
+#[test]
+fn a_block_asked_for_its_last_rows_gives_them_and_the_same_cache() {
+    let next = [11u32];
+    for (name, spec) in models() {
+        let f = file(&spec);
+        for o in setups() {
+            let mut whole = CpuEngine::load(f.clone(), &o).unwrap();
+            let all = rows(&block_on(whole.forward(&Batch::causal(&PROMPT, 0))).unwrap());
+            let after =
+                rows(&block_on(whole.forward(&Batch::causal(&next, PROMPT.len()))).unwrap());
+            for last in [0, 1, 3, PROMPT.len()] {
+                let mut m = CpuEngine::load(f.clone(), &o).unwrap();
+                let batch = Batch::causal(&PROMPT, 0).logits_for_last(last);
+                let got = rows(&block_on(m.forward(&batch)).unwrap());
+                assert_eq!(got, all[PROMPT.len() - last..], "{name} {o:?}: last {last}");
+                assert_eq!(m.cache_len(), PROMPT.len());
+                let got_after =
+                    rows(&block_on(m.forward(&Batch::causal(&next, PROMPT.len()))).unwrap());
+                assert_eq!(
+                    got_after, after,
+                    "{name} {o:?}: the cache after last {last}"
+                );
+                m.truncate(0);
+                let ids = block_on(m.forward_argmax(&batch)).unwrap();
+                assert_eq!(ids.len(), last, "{name} {o:?}: argmax of the last {last}");
+            }
+        }
+        // The f32 reference honours it too.
+        let mut reference = CpuModel::load(&f, None).unwrap();
+        let all = rows(&block_on(reference.forward(&Batch::causal(&PROMPT, 0))).unwrap());
+        reference.truncate(0);
+        let batch = Batch::causal(&PROMPT, 0).logits_for_last(2);
+        let got = rows(&block_on(reference.forward(&batch)).unwrap());
+        assert_eq!(got, all[PROMPT.len() - 2..], "{name}: reference");
+    }
+}
+
 #[test]
 fn tree_rows_equal_their_chains_and_compact_keeps_a_path() {
     for (name, spec) in models().into_iter().take(2) {

@@ -299,12 +299,17 @@ impl GpuModel {
             }
         }
         let vocab = self.config.vocab_size;
-        let (src, dst, words) = match want {
-            Want::Logits => (&self.io.logits, &self.io.logits_read, m * vocab),
-            Want::Argmax => (&self.io.argmax, &self.io.argmax_read, m),
-            Want::TopK(_) => (&self.io.top_k, &self.io.top_k_read, m * TOP_K_ROW_WORDS),
+        let (src, dst, row_words) = match want {
+            Want::Logits => (&self.io.logits, &self.io.logits_read, vocab),
+            Want::Argmax => (&self.io.argmax, &self.io.argmax_read, 1),
+            Want::TopK(_) => (&self.io.top_k, &self.io.top_k_read, TOP_K_ROW_WORDS),
         };
-        encoder.copy_buffer_to_buffer(src, 0, dst, 0, (words * 4) as u64);
+        // Only the rows asked for come back; a block that wants none still reads its last row,
+        // the wait that says the forward is done.
+        let first = batch.first_output.min(m - 1);
+        let words = (m - first) * row_words;
+        let offset = (first * row_words * 4) as u64;
+        encoder.copy_buffer_to_buffer(src, offset, dst, 0, (words * 4) as u64);
         q.submit([encoder.finish()]);
         let encode_submit = host.nanos();
         let calls_submitted = calls.map(|c| c.read());
@@ -325,8 +330,11 @@ impl GpuModel {
         s.encode_submit_nanos += encode_submit;
         s.wait_nanos += wait_nanos;
         self.stats.set(s);
-        let out = out?;
+        let mut out = out?;
         self.cache_len += m;
+        if batch.n_outputs() == 0 {
+            out.clear();
+        }
         Ok(out)
     }
 
@@ -339,7 +347,12 @@ impl GpuModel {
         batch.validate(self.config.vocab_size, self.cache_len, self.capacity)?;
         let mut all = Vec::new();
         for (i, chunk) in batch.tokens.chunks(MAX_ROWS).enumerate() {
-            let sub = Batch::causal(chunk, batch.positions[i * MAX_ROWS]);
+            let skip = batch
+                .first_output
+                .saturating_sub(i * MAX_ROWS)
+                .min(chunk.len());
+            let sub = Batch::causal(chunk, batch.positions[i * MAX_ROWS])
+                .logits_for_last(chunk.len() - skip);
             all.extend(bytemuck::pod_collect_to_vec::<u8, T>(
                 &self.run(&sub, want).await?,
             ));

@@ -114,6 +114,41 @@ fn top_k_on_the_device_equals_selecting_from_the_logits() {
     }
 }
 
+/// A block asked for its last rows' logits only reads back exactly those rows of the whole
+/// block (logits, argmax, top-k; a long block split in chunks too), and leaves the same cache.
+#[test]
+fn a_block_asked_for_its_last_rows_gives_them_and_the_same_cache() {
+    // Longer than a chunk, so the chunked path splits it.
+    let long: Vec<u32> = (0..70u32).map(|i| (i * 37 + 5) % 256).collect();
+    for (name, spec, ctx) in cases() {
+        for prompt in [&PROMPT[..], &long[..]] {
+            let n = prompt.len();
+            let mut g = gpu(&ctx, &spec);
+            let all = block_on(g.forward(&Batch::causal(prompt, 0))).unwrap();
+            let next = rows(&block_on(g.forward(&Batch::causal(&[11], n))).unwrap());
+            for last in [0, 1, 3, n] {
+                let batch = Batch::causal(prompt, 0).logits_for_last(last);
+                g.truncate(0);
+                let got = rows(&block_on(g.forward(&batch)).unwrap());
+                assert_eq!(got, rows(&all)[n - last..], "{name}, {n} rows: last {last}");
+                let after = rows(&block_on(g.forward(&Batch::causal(&[11], n))).unwrap());
+                assert_eq!(after, next, "{name}, {n} rows: the cache after last {last}");
+                g.truncate(0);
+                let ids = block_on(g.forward_argmax(&batch)).unwrap();
+                let want: Vec<u32> = (n - last..n).map(|r| all.argmax(r)).collect();
+                assert_eq!(ids, want, "{name}, {n} rows: argmax of the last {last}");
+                g.truncate(0);
+                let top = block_on(g.forward_top_k(&batch, 4)).unwrap();
+                assert_eq!(
+                    top.rows.len(),
+                    last,
+                    "{name}, {n} rows: top-k of the last {last}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn gpu_is_batch_invariant_bit_for_bit() {
     for (name, spec, ctx) in cases() {

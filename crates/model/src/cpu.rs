@@ -190,10 +190,11 @@ impl LanguageModel for CpuModel {
         }
         self.cache.len = base + n;
 
-        let h = rms_norm(&x, &w.output_norm, c.rms_eps);
+        // Only the rows asked for get logits.
+        let h = rms_norm(&x[batch.first_output * d..], &w.output_norm, c.rms_eps);
         let output = w.output.as_ref().unwrap_or(&w.token_embd);
         Ok(Logits {
-            data: matmul(output, &h, n),
+            data: matmul(output, &h, batch.n_outputs()),
             vocab: c.vocab_size,
         })
     }

@@ -21,6 +21,10 @@ pub struct Batch {
     /// token's position is the cache length plus its depth.
     pub positions: Vec<usize>,
     pub mask: Mask,
+    /// Rows `first_output..` get logits; the rows before only write their cache entries (a
+    /// prompt's tokens before its last), so engines may skip their output product: 0 from
+    /// every constructor, set with [`Batch::logits_for_last`].
+    pub first_output: usize,
 }
 
 impl Batch {
@@ -30,6 +34,7 @@ impl Batch {
             tokens: tokens.to_vec(),
             positions: (start..start + tokens.len()).collect(),
             mask: Mask::Causal,
+            first_output: 0,
         }
     }
 
@@ -55,7 +60,21 @@ impl Batch {
             tokens: tokens.to_vec(),
             positions: depth.iter().map(|d| start + d).collect(),
             mask: Mask::Tree(parents.to_vec()),
+            first_output: 0,
         })
+    }
+
+    /// The same block with logits for its last `rows` rows only (all of them when `rows` is
+    /// at least its length; none: the block only fills the cache). What a prompt needs: its
+    /// last token's logits, and every earlier token's cache entries.
+    pub fn logits_for_last(mut self, rows: usize) -> Self {
+        self.first_output = self.len().saturating_sub(rows);
+        self
+    }
+
+    /// Rows that get logits.
+    pub fn n_outputs(&self) -> usize {
+        self.len().saturating_sub(self.first_output)
     }
 
     pub fn len(&self) -> usize {
@@ -94,6 +113,13 @@ impl Batch {
             return Err(ModelError::InvalidBatch(
                 "one position per token is required".into(),
             ));
+        }
+        if self.first_output > self.len() {
+            return Err(ModelError::InvalidBatch(format!(
+                "logits from row {} of a block of {}",
+                self.first_output,
+                self.len()
+            )));
         }
         if let Mask::Tree(parents) = &self.mask {
             if parents.len() != self.len()
@@ -232,7 +258,8 @@ pub fn log_sum_exp(row: &[f32]) -> f32 {
 ///
 /// The cache holds one entry per committed token, in slot order `0..cache_len()`. A forward
 /// pass appends one entry per block token at slots `cache_len()..cache_len() + n` and returns
-/// the logits of every block token; the caller then keeps what it accepted with
+/// the logits of the block's rows from [`Batch::first_output`] on (every row unless the caller
+/// asked for fewer with [`Batch::logits_for_last`]); the caller then keeps what it accepted with
 /// [`LanguageModel::truncate`] or [`LanguageModel::compact`].
 ///
 /// Futures are not `Send`: in the browser the GPU lives on one thread.
@@ -246,7 +273,7 @@ pub trait LanguageModel {
     /// Most entries the KV cache can hold.
     fn capacity(&self) -> usize;
 
-    /// Runs the block and returns its logits (`batch.len()` rows).
+    /// Runs the block and returns its logits ([`Batch::n_outputs`] rows).
     async fn forward(&mut self, batch: &Batch) -> Result<Logits>;
 
     // The engine calls have no default bodies, so a wrapper of another model (a pacing or
@@ -306,6 +333,23 @@ mod tests {
             Err(ModelError::TokenOutOfRange { id: 3, .. })
         ));
         assert!(Batch::causal(&[], 0).validate(10, 0, 10).is_err());
+    }
+
+    #[test]
+    fn logits_for_the_last_rows() {
+        let b = Batch::causal(&[1, 2, 3], 4);
+        assert_eq!((b.first_output, b.n_outputs()), (0, 3));
+        let last = b.clone().logits_for_last(1);
+        assert_eq!((last.first_output, last.n_outputs()), (2, 1));
+        assert_eq!(b.clone().logits_for_last(0).n_outputs(), 0);
+        assert_eq!(b.clone().logits_for_last(9).first_output, 0);
+        assert!(last.validate(10, 4, 7).is_ok());
+        let mut past_the_end = b;
+        past_the_end.first_output = 4;
+        assert!(matches!(
+            past_the_end.validate(10, 4, 7),
+            Err(ModelError::InvalidBatch(_))
+        ));
     }
 
     #[test]

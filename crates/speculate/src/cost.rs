@@ -247,7 +247,7 @@ pub async fn calibrate<M: LanguageModel>(
     let result = async {
         if near > 0 {
             model
-                .forward_argmax(&Batch::causal(&tokens[..near], 0))
+                .forward_argmax(&Batch::causal(&tokens[..near], 0).logits_for_last(0))
                 .await?;
         }
         time_blocks(model, &tokens[near..], near, repeats, true).await

@@ -323,12 +323,12 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     let chunks: Vec<&[u32]> = prompt[reused..].chunks(PREFILL_CHUNK).collect();
     let (last, before) = chunks.split_last().ok_or(GenerateError::EmptyPrompt)?;
     for (i, chunk) in before.iter().enumerate() {
-        // Only the cache entries matter: read back as little as the engine can.
-        model
-            .forward_argmax(&Batch::causal(chunk, reused + i * PREFILL_CHUNK))
-            .await?;
+        // Only the cache entries matter: no logits at all.
+        let batch = Batch::causal(chunk, reused + i * PREFILL_CHUNK).logits_for_last(0);
+        model.forward_argmax(&batch).await?;
     }
-    let batch = Batch::causal(last, reused + before.len() * PREFILL_CHUNK);
+    // The next token comes from the prompt's last row only.
+    let batch = Batch::causal(last, reused + before.len() * PREFILL_CHUNK).logits_for_last(1);
     let scores = Scores::forward(model, &batch, &sampler.params).await?;
     let mut next = sampler.pick(&scores, scores.n_rows() - 1)?;
     let mut next_from = Provenance::Target;

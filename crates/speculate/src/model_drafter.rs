@@ -82,12 +82,13 @@ impl<M: LanguageModel> ModelDrafter<M> {
         for (i, chunk) in rest.chunks(CATCH_UP_CHUNK).enumerate() {
             let batch = Batch::causal(chunk, self.model.cache_len());
             match draft_from {
+                // Drafting starts from the last token's scores only.
                 Some(params) if i == last_chunk => {
-                    scores = Some(self.scores(&batch, params).await?);
+                    scores = Some(self.scores(&batch.logits_for_last(1), params).await?);
                 }
-                // Only the cache entries matter (an engine may skip reading back logits).
+                // Only the cache entries matter: no logits at all.
                 _ => {
-                    self.model.forward_argmax(&batch).await?;
+                    self.model.forward_argmax(&batch.logits_for_last(0)).await?;
                 }
             }
             self.cached.extend_from_slice(chunk);

@@ -85,7 +85,7 @@ impl LanguageModel for Markov {
         batch.validate(V, self.cache.len(), 64)?;
         let last = self.cache.last().copied().unwrap_or(0);
         let mut data = Vec::new();
-        for (i, &t) in batch.tokens.iter().enumerate() {
+        for (i, &t) in batch.tokens.iter().enumerate().skip(batch.first_output) {
             let parent = match &batch.mask {
                 Mask::Causal => i.checked_sub(1),
                 Mask::Tree(parents) => parents[i],

@@ -104,7 +104,8 @@ impl GpuModel {
             )));
         }
         self.truncate(0);
-        self.forward_argmax(&Batch::causal(prompt, 0)).await?;
+        self.forward_argmax(&Batch::causal(prompt, 0).logits_for_last(0))
+            .await?;
         let base = self.cache_len();
         let counter = count_calls.map(CallCounter::new);
         let mut out = Vec::new();
