@@ -33,17 +33,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => None,
     };
     let file = Arc::new(GgufFile::open(path)?);
+    // FORWARD_COST_PROMPT=1024: the cache length the timed forwards run behind (attention's
+    // share grows with it).
+    let prompt_len: usize = std::env::var("FORWARD_COST_PROMPT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let options = CpuOptions {
-        context: Some(512),
+        context: Some(prompt_len + 128),
         threads,
         isa,
     };
     let mut m = CpuEngine::load(file, &options)?;
     println!("{} threads, {:?} kernels", m.threads(), m.isa());
-    let prompt: Vec<u32> = (0..64).map(|i| 100 + i * 7).collect();
+    let prompt: Vec<u32> = (0..prompt_len as u32).map(|i| 100 + i * 7 % 5000).collect();
     let t = Instant::now();
-    block_on(m.forward(&Batch::causal(&prompt, 0)))?;
-    println!("prefill 64: {:.1} tok/s", 64.0 / t.elapsed().as_secs_f64());
+    for (i, chunk) in prompt.chunks(64).enumerate() {
+        block_on(m.forward(&Batch::causal(chunk, i * 64).logits_for_last(1)))?;
+    }
+    println!(
+        "prefill {prompt_len}: {:.1} tok/s",
+        prompt_len as f64 / t.elapsed().as_secs_f64()
+    );
     let (t, c) = (Instant::now(), cpu_ns());
     let n = 32;
     for i in 0..n {

@@ -138,3 +138,57 @@ fn simd_kernels_handle_extreme_values() {
         extremes(k);
     }
 }
+
+/// The attention kernels of every instruction set give the scalar kernels' bits: scores and
+/// weighted sums over random f16 rows, head lengths with and without a tail after the last 8
+/// (and past 64, where the weighted sum works 64 at a time), slot counts around the groups of
+/// 8 the SIMD scores take, slots in any order and a cache row stride wider than the head.
+#[test]
+fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
+    use half::f16;
+    use runahead_cpu::kernels::F16Rows;
+    use runahead_model::testing::TestRng;
+
+    let mut rng = TestRng::new(29);
+    for len in [1, 7, 8, 13, 64, 67, 72, 128, 136] {
+        for n_slots in [1, 5, 8, 9, 16, 17, 33] {
+            let (stride, offset) = (len * 3 + 5, len + 2);
+            let cache = 40;
+            let data: Vec<f16> = rng
+                .floats(cache * stride, 3.0)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let rows = F16Rows {
+                data: &data,
+                stride,
+                offset,
+                len,
+            };
+            let q = rng.floats(len, 1.5);
+            let p = rng.floats(n_slots, 1.0);
+            let slots: Vec<usize> = (0..n_slots)
+                .map(|_| (rng.next_u64() % cache as u64) as usize)
+                .collect();
+            let start = rng.floats(len, 0.5);
+            let run = |k: Kernels| {
+                let mut scores = vec![7.0];
+                k.scores(&q, rows, &slots, 0.125, &mut scores);
+                let mut out = start.clone();
+                k.weighted_sum(rows, &slots, &p, &mut out);
+                (scores, out)
+            };
+            let want = run(Kernels::scalar());
+            assert_eq!(want.0.len(), n_slots);
+            for k in [Isa::Avx2, Isa::Avx512, Isa::Simd128]
+                .into_iter()
+                .filter_map(Kernels::new)
+            {
+                let got = run(k);
+                let what = format!("{:?}, length {len}, {n_slots} slots", k.isa());
+                assert_bits_eq(&got.0, &want.0, &format!("scores, {what}"));
+                assert_bits_eq(&got.1, &want.1, &format!("weighted sum, {what}"));
+            }
+        }
+    }
+}

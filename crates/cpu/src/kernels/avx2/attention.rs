@@ -16,52 +16,135 @@ fn load8(v: &[half::f16], at: usize) -> __m256 {
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(eight.as_ptr() as *const __m128i) })
 }
 
-/// See [`crate::kernels::Kernels::scores`].
+/// See [`crate::kernels::Kernels::scores`]. Eight slots at a time where the head's length is
+/// a multiple of 8: eight independent sums in flight instead of one chain, and their eight
+/// horizontal sums taken together in [`hsum8`]'s order.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
     let len = k.len.min(q.len());
-    let whole = len / 8 * 8;
     out.clear();
-    for &slot in slots {
-        let row = k.row(slot);
-        let mut acc = _mm256_setzero_ps();
-        for c in (0..whole).step_by(8) {
-            // SAFETY: `c + 8 <= len <= q.len()`.
-            let qv = unsafe { _mm256_loadu_ps(q.as_ptr().add(c)) };
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(qv, load8(row, c)));
+    let mut eights = slots.chunks_exact(8);
+    if len.is_multiple_of(8) {
+        for eight in eights.by_ref() {
+            let sums = scores8(&q[..len], &k, eight, scale);
+            out.extend_from_slice(&lanes(sums));
         }
-        let mut l = lanes(acc);
-        for i in whole..len {
-            l[i % 8] += q[i] * row[i].to_f32();
-        }
-        out.push(hsum8(&l) * scale);
+    }
+    let rest = match len % 8 {
+        0 => eights.remainder(),
+        _ => slots,
+    };
+    for &slot in rest {
+        out.push(score(&q[..len], k.row(slot)) * scale);
     }
 }
 
-/// See [`crate::kernels::Kernels::weighted_sum`].
+/// One slot's dot product, in the scalar lane order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn score(q: &[f32], row: &[half::f16]) -> f32 {
+    let len = q.len();
+    let whole = len / 8 * 8;
+    let mut acc = _mm256_setzero_ps();
+    for c in (0..whole).step_by(8) {
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(load8f(q, c), load8(row, c)));
+    }
+    let mut l = lanes(acc);
+    for i in whole..len {
+        l[i % 8] += q[i] * row[i].to_f32();
+    }
+    hsum8(&l)
+}
+
+/// Eight f32 from `v[at..at + 8]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load8f(v: &[f32], at: usize) -> __m256 {
+    let eight = &v[at..at + 8];
+    // SAFETY: eight readable f32; unaligned load.
+    unsafe { _mm256_loadu_ps(eight.as_ptr()) }
+}
+
+/// The scores of eight slots (`q.len()` a multiple of 8), in slot order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scores8(q: &[f32], k: &F16Rows, slots: &[usize], scale: f32) -> __m256 {
+    let rows: [&[half::f16]; 8] = std::array::from_fn(|j| k.row(slots[j]));
+    let mut acc = [_mm256_setzero_ps(); 8];
+    for c in (0..q.len()).step_by(8) {
+        let qv = load8f(q, c);
+        for (a, row) in acc.iter_mut().zip(&rows) {
+            *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, load8(row, c)));
+        }
+    }
+    // hsum8 of each, all at once: t = [a0 + a4, a1 + a5, a2 + a6, a3 + a7] (lanes of the low
+    // half plus the high), u = [t0 + t2, t1 + t3], then u0 + u1.
+    let halves = |x: __m256, y: __m256| {
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(x, y),
+            _mm256_permute2f128_ps::<0x31>(x, y),
+        )
+    };
+    // [t of slot 0 | t of slot 1], [t2 | t3], ...
+    let t = [
+        halves(acc[0], acc[1]),
+        halves(acc[2], acc[3]),
+        halves(acc[4], acc[5]),
+        halves(acc[6], acc[7]),
+    ];
+    // Per 128-bit half: [t0 of x, t1 of x, t0 of y, t1 of y] + [t2 of x, t3 of x, t2 of y,
+    // t3 of y] = [u0 of x, u1 of x, u0 of y, u1 of y].
+    let pairs = |x: __m256, y: __m256| {
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0x44>(x, y),
+            _mm256_shuffle_ps::<0xEE>(x, y),
+        )
+    };
+    // [u of 0, u of 2 | u of 1, u of 3], [u of 4, u of 6 | u of 5, u of 7].
+    let (u0, u1) = (pairs(t[0], t[1]), pairs(t[2], t[3]));
+    // [s0, s2, s4, s6 | s1, s3, s5, s7]: u0 + u1 of each.
+    let s = _mm256_add_ps(
+        _mm256_shuffle_ps::<0x88>(u0, u1),
+        _mm256_shuffle_ps::<0xDD>(u0, u1),
+    );
+    let ordered = _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_mul_ps(ordered, _mm256_set1_ps(scale))
+}
+
+/// See [`crate::kernels::Kernels::weighted_sum`]. The output stays in registers across the
+/// slots, 64 elements at a time (the same additions in the same order as one slot at a time
+/// through memory).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
     let len = v.len.min(out.len());
+    let by64 = len / 64 * 64;
+    for start in (0..by64).step_by(64) {
+        let o = &mut out[start..start + 64];
+        let mut acc: [__m256; 8] = std::array::from_fn(|r| load8f(o, 8 * r));
+        for (&slot, &pj) in slots.iter().zip(p) {
+            let row = &v.row(slot)[start..start + 64];
+            let pv = _mm256_set1_ps(pj);
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, load8(row, 8 * r)));
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            o[8 * r..8 * r + 8].copy_from_slice(&lanes(*a));
+        }
+    }
     let whole = len / 8 * 8;
     for (&slot, &pj) in slots.iter().zip(p) {
         let row = v.row(slot);
         let pv = _mm256_set1_ps(pj);
-        for c in (0..whole).step_by(8) {
-            let o = &mut out[c..c + 8];
-            // SAFETY: eight f32 in `o`.
-            unsafe {
-                let sum = _mm256_add_ps(
-                    _mm256_loadu_ps(o.as_ptr()),
-                    _mm256_mul_ps(pv, load8(row, c)),
-                );
-                _mm256_storeu_ps(o.as_mut_ptr(), sum);
-            }
+        for c in (by64..whole).step_by(8) {
+            let sum = _mm256_add_ps(load8f(out, c), _mm256_mul_ps(pv, load8(row, c)));
+            out[c..c + 8].copy_from_slice(&lanes(sum));
         }
         for e in whole..len {
             out[e] += pj * row[e].to_f32();
