@@ -24,9 +24,11 @@ die() { echo "setup: error: $*" >&2; exit 1; }
 # Debian's rustc-web 1.96 + std sources build wasm32 std with -Zbuild-std (scripts/wasm.sh);
 # rust-web-clippy is its clippy; lld-22 provides the wasm linker (rust-lld or wasm-ld, see
 # scripts/wasm.sh); chromium(-driver) + mesa-vulkan-drivers
-# (lavapipe) run WebGPU / Vulkan on the CPU; pkg-config for crates with system libraries.
+# (lavapipe) run WebGPU / Vulkan on the CPU; pkg-config for crates with system libraries;
+# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross link, and qemu-user runs, the CPU engine's
+# tests built for aarch64 (the NEON kernels, scripts/aarch64.sh; std built the same way).
 APT_PACKAGES=(rustc-web cargo-web rust-web-src rust-web-clippy lld-22 chromium chromium-driver
-  mesa-vulkan-drivers pkg-config)
+  mesa-vulkan-drivers pkg-config gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # Node.js and npm run the page-level tests (tests/e2e, playwright-core; node >= 18). Only when
 # missing: a NodeSource nodejs bundles npm and conflicts with Debian's npm package.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -9,7 +9,9 @@
 # clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
 # playwright-core, against the native CLI, tests/e2e; then the packed package in a Vite app,
-# scripts/vite-app.sh), test (cargo test --workspace), fuzz (each
+# scripts/vite-app.sh), test (cargo test --workspace), aarch64 (the CPU engine's kernel and
+# engine tests built for aarch64 and run under qemu-user: the NEON kernels, scripts/aarch64.sh),
+# fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
 #
@@ -104,19 +106,20 @@ step_e2e() {
     "$root/tests/e2e/forward-cost.test.mjs"
 }
 step_test() { cargo test --workspace; }
+step_aarch64() { "$root/scripts/aarch64.sh" test; }
 step_fuzz() {
   # Its own build (libFuzzer's instrumentation flags) in fuzz/target, without the lint wrapper.
   env -u CARGO_TARGET_DIR -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
     "$root/scripts/fuzz.sh" --seconds "${FUZZ_SECONDS:-30}"
 }
 
-ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test fuzz)
+ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test aarch64 fuzz)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 
 for s in "${steps[@]}"; do
   case "$s" in
-    models | fmt | clippy | wasm-clippy | browser | e2e | test | fuzz) ;;
+    models | fmt | clippy | wasm-clippy | browser | e2e | test | aarch64 | fuzz) ;;
     *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
   esac
 done

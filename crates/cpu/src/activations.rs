@@ -265,7 +265,7 @@ mod tests {
         let (mut a, mut b) = (Q8Rows::default(), Vec::new());
         quantize_q8(&x, &mut a);
         quantize_q8k(&x, &mut b);
-        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Simd128] {
+        for isa in Isa::ALL {
             let Some(k) = Kernels::new(isa) else { continue };
             let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
             quantize_q8_for(k, &x, &mut a2);

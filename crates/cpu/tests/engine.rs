@@ -23,7 +23,7 @@ fn options(isa: Isa, threads: usize) -> CpuOptions {
 
 /// Every instruction set this machine has, each with 1 and 2 threads.
 fn setups() -> Vec<CpuOptions> {
-    [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Simd128]
+    Isa::ALL
         .into_iter()
         .filter(|isa| isa.is_available())
         .flat_map(|isa| [options(isa, 1), options(isa, 2)])

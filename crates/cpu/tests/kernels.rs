@@ -116,8 +116,9 @@ fn a_matrix_of_the_wrong_size_is_an_error() {
 /// rows and their combinations, at odd sizes and the real models' sizes.
 #[test]
 fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
-    let simd: Vec<Kernels> = [Isa::Avx2, Isa::Avx512, Isa::Simd128]
-        .into_iter()
+    let simd: Vec<Kernels> = Isa::ALL[1..]
+        .iter()
+        .copied()
         .filter_map(Kernels::new)
         .collect();
     if simd.is_empty() {
@@ -133,8 +134,7 @@ fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
 /// -128 and 255-style bytes), where a SIMD pair sum could saturate.
 #[test]
 fn simd_kernels_handle_extreme_values() {
-    let simd = [Isa::Avx2, Isa::Avx512, Isa::Simd128];
-    for k in simd.into_iter().filter_map(Kernels::new) {
+    for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
         extremes(k);
     }
 }
@@ -180,15 +180,44 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
             };
             let want = run(Kernels::scalar());
             assert_eq!(want.0.len(), n_slots);
-            for k in [Isa::Avx2, Isa::Avx512, Isa::Simd128]
-                .into_iter()
-                .filter_map(Kernels::new)
-            {
+            for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
                 let got = run(k);
                 let what = format!("{:?}, length {len}, {n_slots} slots", k.isa());
                 assert_bits_eq(&got.0, &want.0, &format!("scores, {what}"));
                 assert_bits_eq(&got.1, &want.1, &format!("weighted sum, {what}"));
             }
+        }
+    }
+}
+
+/// Every f16 bit pattern through the attention kernels of every instruction set: the SIMD
+/// conversion (hardware on x86-64, integer operations on NEON and simd128) must give what
+/// `half` gives (NaNs compared as NaNs).
+#[test]
+fn attention_kernels_convert_every_f16_like_the_scalar_path() {
+    use half::f16;
+    use runahead_cpu::kernels::F16Rows;
+
+    let all: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let rows = F16Rows {
+        data: &all,
+        stride: 0,
+        offset: 0,
+        len: all.len(),
+    };
+    let sum = |k: Kernels| {
+        let mut out = vec![0f32; all.len()];
+        k.weighted_sum(rows, &[0], &[1.0], &mut out);
+        out
+    };
+    let want = sum(Kernels::scalar());
+    for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
+        for (i, (a, b)) in sum(k).iter().zip(&want).enumerate() {
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{:?}: f16 {i:#06x}: {a} vs {b}",
+                k.isa()
+            );
         }
     }
 }

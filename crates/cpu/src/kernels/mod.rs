@@ -2,9 +2,9 @@
 //! what each computes (reduction orders included); a SIMD module must return the same bits,
 //! which the kernel tests check on every format.
 //!
-//! To add an instruction set (aarch64 NEON): a module beside `avx2` with the row functions,
-//! an [`Isa`] variant, its detection in [`Isa::is_available`], and its arm in the dispatch
-//! below.
+//! To add an instruction set: a module beside `avx2` with the row functions, an [`Isa`]
+//! variant (and its place in [`Isa::ALL`]), its detection in [`Isa::is_available`], and its
+//! arm in the dispatch below.
 
 /// Calls `$kernel::<consts.., T>(args)` for a tile of `$n` rows (1..=8); any other count (never
 /// passed) falls back to `$fallback`. Defined before the SIMD modules, which see it by scope.
@@ -29,6 +29,8 @@ macro_rules! by_tile {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
@@ -56,15 +58,21 @@ pub enum Isa {
     /// wasm32 SIMD, where the build enables `simd128` (WebAssembly cannot detect it at run
     /// time: a module that uses it does not load where it is missing).
     Simd128,
+    /// aarch64 NEON (part of every aarch64 CPU).
+    Neon,
 }
 
 impl Isa {
+    /// Every set the kernels are written for (the tests try each this machine has).
+    pub const ALL: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Simd128, Isa::Neon];
+
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512vnni",
             Isa::Simd128 => "simd128",
+            Isa::Neon => "neon",
         }
     }
 
@@ -88,6 +96,7 @@ impl Isa {
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => false,
             Isa::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
+            Isa::Neon => cfg!(target_arch = "aarch64"),
         }
     }
 
@@ -96,7 +105,7 @@ impl Isa {
         if std::env::var(KERNELS_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("scalar")) {
             return Isa::Scalar;
         }
-        [Isa::Avx512, Isa::Avx2, Isa::Simd128]
+        [Isa::Avx512, Isa::Avx2, Isa::Simd128, Isa::Neon]
             .into_iter()
             .find(|isa| isa.is_available())
             .unwrap_or(Isa::Scalar)
@@ -140,6 +149,9 @@ impl Kernels {
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::float_rows(f, w_rows, row_bytes, x, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::float_rows(f, w_rows, row_bytes, x, out),
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: every aarch64 CPU has NEON.
+            Isa::Neon => unsafe { neon::float_rows(f, w_rows, row_bytes, x, out) },
             _ => each_row(w_rows, row_bytes, out, |w, o| {
                 scalar::float_tile(f, w, x, o)
             }),
@@ -163,6 +175,9 @@ impl Kernels {
             Isa::Avx512 => unsafe { avx512::q32_rows(f, w_rows, row_bytes, x, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::q32_rows(f, w_rows, row_bytes, x, out),
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: every aarch64 CPU has NEON.
+            Isa::Neon => unsafe { neon::q32_rows(f, w_rows, row_bytes, x, out) },
             _ => each_row(w_rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o)),
         }
     }
@@ -178,6 +193,9 @@ impl Kernels {
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::k_rows(f, w_rows, row_bytes, x, out),
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: every aarch64 CPU has NEON.
+            Isa::Neon => unsafe { neon::k_rows(f, w_rows, row_bytes, x, out) },
             _ => each_row(w_rows, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o)),
         }
     }
@@ -210,6 +228,9 @@ impl Kernels {
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::scores(q, k, slots, scale, out),
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: every aarch64 CPU has NEON.
+            Isa::Neon => unsafe { neon::scores(q, k, slots, scale, out) },
             _ => scalar::scores(q, k, slots, scale, out),
         }
     }
@@ -224,6 +245,9 @@ impl Kernels {
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::weighted_sum(v, slots, p, out),
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: every aarch64 CPU has NEON.
+            Isa::Neon => unsafe { neon::weighted_sum(v, slots, p, out) },
             _ => scalar::weighted_sum(v, slots, p, out),
         }
     }
