@@ -64,13 +64,15 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
     }
 }
 
-/// Scores and weighted sums of random heads (odd lengths: a tail after the last 8) give the
-/// scalar bits.
+/// Scores and weighted sums of random heads (odd lengths: a tail after the last 8; slot counts
+/// around the eight the scores take at once) give the scalar bits.
 #[wasm_bindgen_test]
 fn attention_kernels_equal_the_scalar_kernels() {
     let mut rng = TestRng::new(17);
-    for len in [1, 7, 8, 13, 64, 67] {
-        let slots = 9;
+    for (len, slots) in [1, 7, 8, 13, 32, 40, 64, 67]
+        .into_iter()
+        .flat_map(|len| [1, 8, 9, 17].map(|slots| (len, slots)))
+    {
         let data: Vec<f16> = rng
             .floats(slots * len, 2.0)
             .into_iter()
@@ -93,8 +95,16 @@ fn attention_kernels_equal_the_scalar_kernels() {
             (scores, out)
         };
         let (got, want) = (run(simd()), run(Kernels::scalar()));
-        common::assert_bits_eq(&got.0, &want.0, &format!("scores, length {len}"));
-        common::assert_bits_eq(&got.1, &want.1, &format!("weighted sum, length {len}"));
+        common::assert_bits_eq(
+            &got.0,
+            &want.0,
+            &format!("scores, length {len}, {slots} slots"),
+        );
+        common::assert_bits_eq(
+            &got.1,
+            &want.1,
+            &format!("weighted sum, length {len}, {slots} slots"),
+        );
     }
 }
 
