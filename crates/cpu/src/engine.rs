@@ -14,6 +14,7 @@ use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
 use crate::matmul::{matmul, matmul_many};
 use crate::ops::{add_bias, add_in_place, rms_norm, silu, Rope};
+use crate::parallel;
 use crate::pool::{with_team, Team};
 use crate::weights::Weights;
 
@@ -180,8 +181,15 @@ impl CpuEngine {
                 ],
                 &mut Activations::new(&h, d),
             );
-            for (g, &u) in gate.iter_mut().zip(&up) {
-                *g = silu(*g) * u;
+            let silu_mul = |i: usize, g: &mut [f32]| {
+                for (g, &u) in g.iter_mut().zip(&up[i * c.n_ff..]) {
+                    *g = silu(*g) * u;
+                }
+            };
+            if rows >= parallel::MIN_ROWS && team.threads() > 1 {
+                parallel::for_each_chunk(team, &mut gate, c.n_ff, silu_mul);
+            } else {
+                silu_mul(0, &mut gate);
             }
             let mut down = vec![0f32; rows * d];
             matmul(

@@ -16,6 +16,7 @@ pub mod kernels;
 mod kv_cache;
 pub mod matmul;
 mod ops;
+mod parallel;
 pub mod pool;
 mod weights;
 

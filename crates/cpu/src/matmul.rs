@@ -9,6 +9,7 @@ use crate::activations::{q8_blocks_per_row, Activations};
 use crate::error::CpuError;
 use crate::formats::WeightFormat;
 use crate::kernels::{Kernels, Out, TILE};
+use crate::parallel;
 use crate::pool::Team;
 
 /// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
@@ -123,7 +124,7 @@ pub fn matmul_many(
         for (j, first_row, part) in units {
             compute_rows(kernels, &matrices[j], &input, n, first_row, part);
         }
-        return transpose_back(jobs, &transposed, n);
+        return transpose_back(team, jobs, &transposed, n);
     }
     let plan = Shares::new(units.len(), shares);
     let units: Vec<Mutex<Option<Unit>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
@@ -139,21 +140,40 @@ pub fn matmul_many(
             }
         }
     });
-    transpose_back(jobs, &transposed, n);
+    transpose_back(team, jobs, &transposed, n);
 }
 
+/// Output rows transposed together: the values of one weight row they take are 16 f32, one
+/// cache line of the `[rows, n]` result, where a row at a time read a line per value.
+const TRANSPOSE_ROWS: usize = 16;
+
 /// Each job's `[rows, n]` result into its `[n, rows]` output (nothing to do for one row,
-/// which was written in place).
-fn transpose_back(jobs: &mut [(Matrix, &mut [f32])], transposed: &[Vec<f32>], n: usize) {
+/// which was written in place), split among the team from [`parallel::MIN_ROWS`] rows.
+fn transpose_back(
+    team: &Team,
+    jobs: &mut [(Matrix, &mut [f32])],
+    transposed: &[Vec<f32>],
+    n: usize,
+) {
     if n == 1 {
         return;
     }
     for ((_, out), tr) in jobs.iter_mut().zip(transposed) {
-        // Output row by output row: sequential writes, reads of stride n, no index checks.
         let rows = out.len() / n;
-        for (t, dst) in out.chunks_exact_mut(rows).enumerate() {
-            for (d, &v) in dst.iter_mut().zip(tr.iter().skip(t).step_by(n)) {
-                *d = v;
+        let block = |b: usize, dst: &mut [f32]| {
+            let t0 = b * TRANSPOSE_ROWS;
+            let k = dst.len() / rows;
+            for (r, src) in tr.chunks_exact(n).enumerate() {
+                for (dt, &v) in src[t0..t0 + k].iter().enumerate() {
+                    dst[dt * rows + r] = v;
+                }
+            }
+        };
+        if n >= parallel::MIN_ROWS && team.threads() > 1 {
+            parallel::for_each_chunk(team, out, TRANSPOSE_ROWS * rows, block);
+        } else {
+            for (b, dst) in out.chunks_mut(TRANSPOSE_ROWS * rows).enumerate() {
+                block(b, dst);
             }
         }
     }

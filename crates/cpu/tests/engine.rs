@@ -194,6 +194,31 @@ fn a_block_asked_for_its_last_rows_gives_them_and_the_same_cache() {
     }
 }
 
+/// A block long enough for the element-wise work between the products to be split among the
+/// threads (SiLU, the products' transposes) gives the bits of one thread and of one token at a
+/// time.
+#[test]
+fn a_long_block_gives_the_same_bits_on_any_thread_count() {
+    let long: Vec<u32> = (0..41u32).map(|i| (i * 53 + 9) % 250).collect();
+    for (name, spec) in models().into_iter().take(2) {
+        let f = file(&spec);
+        let run = |threads: usize| {
+            let mut m = CpuEngine::load(f.clone(), &options(Isa::Scalar, threads)).unwrap();
+            rows(&block_on(m.forward(&Batch::causal(&long, 0))).unwrap())
+        };
+        let one = run(1);
+        for threads in [2, 3] {
+            assert_eq!(run(threads), one, "{name}: {threads} threads");
+        }
+        let mut m = CpuEngine::load(f.clone(), &options(Isa::Scalar, 1)).unwrap();
+        assert_eq!(
+            one_by_one(&mut m, &long),
+            one,
+            "{name}: one token at a time"
+        );
+    }
+}
+
 #[test]
 fn tree_rows_equal_their_chains_and_compact_keeps_a_path() {
     for (name, spec) in models().into_iter().take(2) {
