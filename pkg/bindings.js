@@ -24,13 +24,16 @@ export function defaultThreads() {
 
 let threadedReady = null;
 
-/** Loads and instantiates the threaded module on this thread (once) and makes it current. */
+/**
+ * Loads and instantiates the threaded module on this thread (once) and makes it current;
+ * resolves to its exports.
+ */
 export function initializeThreaded(wasmUrl) {
   threadedReady ??= (async () => {
     const threaded = await import('./wasm-threads/runahead.js');
-    await threaded.default(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl });
+    const exports = await threaded.default(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl });
     current = threaded;
-    return threaded;
+    return exports;
   })().catch((e) => {
     threadedReady = null;
     throw e;

@@ -259,8 +259,9 @@ export class Runahead {
   }
 
   /**
-   * The CPU engine's pool in the thread that holds this engine: `{workers, stepsJoined}`, the
-   * Web Workers that joined it and the parallel steps they took part in (both 0 on one thread).
+   * The CPU engine's pool in the thread that holds this engine: `{threaded, workers,
+   * stepsJoined}`, whether the threaded build runs it, the Web Workers that joined the pool and
+   * the parallel steps they took part in (both 0 on one thread).
    */
   async cpuPool() {
     return this.#inWorker ? this.#engine.cpuPool() : bindings().cpuPoolStats();

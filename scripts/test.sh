@@ -23,8 +23,9 @@
 # it keeps debug assertions and overflow checks on, and it shares target/debug with a
 # developer's plain `cargo test`.
 #
-# Build caches: target/ (native) and target-wasm/ (wasm32, scripts/wasm.sh); CARGO_TARGET_DIR and
-# WASM_TARGET_DIR override them. RUNAHEAD_MODELS overrides the model directory (default models/).
+# Build caches: target/ (native), target-wasm/ (wasm32, scripts/wasm.sh) and target-wasm-threads/
+# (the threaded wasm32 build); CARGO_TARGET_DIR, WASM_TARGET_DIR and WASM_THREADS_TARGET_DIR
+# override them. RUNAHEAD_MODELS overrides the model directory (default models/).
 # Each step prints its time; a fresh machine's figures are in the README ("Tests").
 set -euo pipefail
 
@@ -93,6 +94,9 @@ step_e2e() {
   done
   cargo test --workspace --no-run
   "$root/scripts/wasm.sh" pkg
+  # The package's threaded wasm (its own build of runahead-web with atomics: README, "Threads
+  # in the browser"), which threads.test.mjs and the Vite app load.
+  "$root/scripts/wasm.sh" pkg-threads
   # npm pack, the tarball in a Vite app, tsc --noEmit, vite build (seconds); vite-app.test.mjs
   # then runs that build.
   "$root/scripts/vite-app.sh"
@@ -101,7 +105,7 @@ step_e2e() {
     "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
-    "$root/tests/e2e/forward-cost.test.mjs"
+    "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_fuzz() {

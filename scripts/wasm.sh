@@ -164,6 +164,15 @@ for line in sys.stdin:
     # tested through the package (tests/e2e/threads.test.mjs).
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
     echo "wasm.sh: pkg-threads: runahead-web with atomics and shared memory ($TARGET)"
+    # The host half of a build (build scripts, proc macros) does not see the wasm32 flags: a
+    # first threaded build starts from the single-threaded build's (a copy: cargo may rewrite
+    # files in place), which saves compiling them again (syn, serde_derive, wasm-bindgen's
+    # macros; minutes on 2 cores).
+    single_host=${WASM_TARGET_DIR:-$root/target-wasm}/release
+    if [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$single_host" ]; then
+      mkdir -p "$CARGO_TARGET_DIR"
+      cp -a "$single_host" "$CARGO_TARGET_DIR/release"
+    fi
     threaded=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib)
     wasm=$("$CARGO" build --message-format=json "${threaded[@]}" "$@" |
       python3 -c '

@@ -4,8 +4,9 @@
 // exactly the tokens of one thread and of the native f32 reference (`runahead generate --backend
 // reference`, as tests/e2e/cpu-fallback.test.mjs compares), speculative = plain, and the pool's
 // worker took part in the steps. A page that is not isolated, and the engine on the page's own
-// thread (`worker: false`), fall back to one thread and say why in info(). Decode speed on one
-// and two threads, same page, is printed (README, "The CPU engine").
+// thread (`worker: false`), fall back to one thread and say why in info(). The GPU engine (on
+// SwiftShader) runs in the threaded build as in the other. Decode speed on one and two threads,
+// same page, is printed (README, "The CPU engine").
 //
 //   scripts/test.sh e2e      (builds the CLI, pkg/wasm and pkg/wasm-threads, then the files here)
 //
@@ -15,6 +16,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
@@ -71,7 +73,14 @@ function loadAndGenerate(page, options, { maxTokens = MAX_TOKENS, speculative = 
       };
       const runs = { plain: await run('none') };
       if (speculative) runs.ngram = await run('ngram');
-      return { info: model.info(), runs, pool: await model.cpuPool(), events, isolated: crossOriginIsolated };
+      return {
+        info: model.info(),
+        runs,
+        pool: await model.cpuPool(),
+        memory: await model.wasmMemoryBytes(),
+        events,
+        isolated: crossOriginIsolated,
+      };
     } finally {
       model.dispose();
     }
@@ -111,8 +120,12 @@ test('an isolated page runs the CPU engine on two threads with the tokens of one
     assert.equal(two.info.adapter, 'CPU engine (simd128, 2 threads)');
     assert.deepEqual(two.events.filter((e) => e.type === 'threads_fallback'), []);
     // The pool's worker started and joined the forwards' steps: two threads did the work.
+    assert.equal(two.pool.threaded, true);
     assert.equal(two.pool.workers, 1, JSON.stringify(two.pool));
     assert.ok(two.pool.stepsJoined > 0, JSON.stringify(two.pool));
+    // The model's bytes are in the shared memory the workers see.
+    const fileBytes = (await stat(join(root, MODEL))).size;
+    assert.ok(two.memory > fileBytes, `wasm memory ${two.memory} holds the ${fileBytes}-byte model`);
     assert.equal(one.info.threads, 1);
     assert.equal(one.info.adapter, 'CPU engine (simd128, 1 thread)');
 
@@ -134,7 +147,7 @@ test('a page that is not isolated, or the engine on the page\'s thread, runs one
     assert.equal(got.isolated, false);
     assert.equal(got.info.threads, 1);
     assert.match(got.info.threadsReason ?? '', /one thread of the 2 asked: the page is not cross-origin isolated.*Cross-Origin-Embedder-Policy: require-corp/);
-    assert.deepEqual(got.pool, { workers: 0, stepsJoined: 0 });
+    assert.deepEqual(got.pool, { threaded: false, workers: 0, stepsJoined: 0 });
 
     const onPage = await openPage(isolated);
     const main = await loadAndGenerate(onPage, { threads: 2, worker: false }, { maxTokens: 4, speculative: false });
@@ -144,6 +157,37 @@ test('a page that is not isolated, or the engine on the page\'s thread, runs one
     assert.match(main.info.threadsReason ?? '', /main thread/);
     assert.deepEqual(main.runs.plain.tokens, got.runs.plain.tokens);
   });
+
+test('the GPU engine runs in the threaded build', { timeout: 2 * SLOW }, async () => {
+  const reference = nativeReference();
+  const gpuBrowser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: await chromiumFlags(),
+    headless: true,
+  });
+  try {
+    const page = await gpuBrowser.newPage();
+    page.on('pageerror', (e) => pageLog.push(`pageerror: ${e.message}`));
+    await page.goto(`${isolated.base}/pkg/README.md`);
+    const got = await page.evaluate(async ({ url, prompt }) => {
+      const pkg = await import('/pkg/index.js');
+      const model = await pkg.Runahead.load(url, { backend: 'webgpu', threads: 2, context: 256 });
+      const r = await model.generate(prompt, { maxTokens: 3, draft: 'none' }).result;
+      const pool = await model.cpuPool();
+      model.dispose();
+      return { info: model.info(), tokens: r.tokens, backend: r.stats.backend, pool, isolated: crossOriginIsolated };
+    }, { url: `/${MODEL}`, prompt: PROMPT });
+    assert.equal(got.isolated, true);
+    assert.equal(got.info.backend, 'webgpu');
+    assert.equal(got.info.threads, undefined, "threads are the CPU engine's");
+    // The threaded build, with no pool on WebGPU.
+    assert.deepEqual(got.pool, { threaded: true, workers: 0, stepsJoined: 0 });
+    assert.equal(got.backend, 'gpu');
+    assert.deepEqual(got.tokens, (await reference).tokens.slice(0, 3));
+  } finally {
+    await gpuBrowser.close();
+  }
+});
 
 test('decode speed on one and two threads, same page', { timeout: 2 * SLOW }, async () => {
   const page = await openPage(isolated);

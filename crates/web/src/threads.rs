@@ -88,12 +88,13 @@ pub fn cpu_threads(requested: Option<usize>, place: Place) -> Result<Threads, We
     })
 }
 
-/// What the CPU engine's pool has done in this instance: `{workers, stepsJoined}`, the Web
-/// Workers that have joined it and the parallel steps they took part in (0 and 0 in the
-/// single-threaded build).
+/// What the CPU engine's pool has done in this instance: `{threaded, workers, stepsJoined}`,
+/// whether this is the threaded build, the Web Workers that have joined the pool and the
+/// parallel steps they took part in (0 and 0 in the single-threaded build).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PoolStats {
+    threaded: bool,
     workers: usize,
     steps_joined: usize,
 }
@@ -105,6 +106,7 @@ pub fn cpu_pool_stats() -> Result<JsValue, JsValue> {
     #[cfg(not(target_feature = "atomics"))]
     let (workers, steps_joined) = (0, 0);
     Ok(crate::to_js(&PoolStats {
+        threaded: cfg!(target_feature = "atomics"),
         workers,
         steps_joined,
     })?)
