@@ -122,7 +122,9 @@ async function main(): Promise<void> {
 
   const memory: number = (await model.wasmMemoryBytes()) + (await wasmMemoryBytes());
   const pool: CpuPoolStats = await model.cpuPool();
-  console.info(pool.workers, pool.stepsJoined, model.info().threads, model.info().threadsReason);
+  const threadsReason: string | undefined = model.info().threadsReason;
+  console.info(`cpu pool: threaded=${pool.threaded} workers=${pool.workers} steps=${pool.stepsJoined} ` +
+    `threads=${model.info().threads} ${threadsReason ?? ''}`);
   const cached: CachedModel[] = await Runahead.cache.list();
   console.info(memory, cached.map((m) => `${m.url} ${m.size} ${m.storedAt}`));
   model.dispose();
