@@ -28,6 +28,10 @@ use std::sync::Mutex;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub mod web_workers;
 
+/// Threads of a team at most in the browser (the caller included): the Web Workers' pool is made
+/// once, this size.
+pub const MAX_WEB_THREADS: usize = 16;
+
 /// A team of threads that run the same task together.
 pub struct Team<'a> {
     threads: usize,

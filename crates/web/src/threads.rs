@@ -11,10 +11,7 @@ use wasm_bindgen::prelude::*;
 use crate::error::{Code, WebError};
 
 /// The most threads a page may ask for (the pool's size).
-#[cfg(target_feature = "atomics")]
-pub const MAX_THREADS: usize = runahead_cpu::pool::web_workers::MAX_THREADS;
-#[cfg(not(target_feature = "atomics"))]
-pub const MAX_THREADS: usize = 16;
+pub const MAX_THREADS: usize = runahead_cpu::pool::MAX_WEB_THREADS;
 
 /// Where this instance runs.
 #[derive(Clone, Copy, Debug)]

@@ -17,10 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex};
 use std::thread::Thread;
 
-use super::{Shared, Team};
-
-/// Threads of a team at most (the caller included).
-pub const MAX_THREADS: usize = 16;
+use super::{Shared, Team, MAX_WEB_THREADS as MAX_THREADS};
 
 struct Pool {
     shared: Shared,
