@@ -50,14 +50,22 @@ const POOL_START_MS = 10_000;
 /**
  * Starts Web Workers until the CPU engine's pool has `count` (the threaded module only): each
  * instantiates this thread's module on its shared memory and joins the engine's parallel steps
- * for as long as this thread lives. Resolves once they have started (or failed to).
+ * for as long as this thread lives. Resolves once they have started (or failed to). A worker
+ * that cannot be created (a Content-Security-Policy without `worker-src 'self'`, say) is
+ * reported to `onEvent` as `threads_fallback`: the engine's thread does its share.
  */
-export async function startPool(count) {
+export async function startPool(count, onEvent) {
   const [module, memory] = current.poolShare();
   const started = [];
   while (poolWorkers.length < count) {
-    // This exact form lets bundlers find and bundle the worker.
-    const worker = new Worker(new URL('./pool-worker.js', import.meta.url), { type: 'module' });
+    let worker;
+    try {
+      // This exact form lets bundlers find and bundle the worker.
+      worker = new Worker(new URL('./pool-worker.js', import.meta.url), { type: 'module' });
+    } catch (e) {
+      onEvent?.({ type: 'threads_fallback', reason: `the CPU engine's pool workers could not start: ${e.message ?? e}` });
+      break;
+    }
     poolWorkers.push(worker);
     started.push(new Promise((resolve) => {
       worker.onmessage = resolve;

@@ -102,7 +102,7 @@ export async function loadEngine(source, options = {}) {
   }
   const info = engine.info();
   // The CPU engine's other threads (the threaded module only grants more than one).
-  if (info.threads > 1) await startPool(info.threads - 1);
+  if (info.threads > 1) await startPool(info.threads - 1, onEvent);
   const loaded = { engine, info, from };
   // The suffix drafter's earlier answers: from and to the origin's storage unless
   // `history: false` (then they last as long as the engine).

@@ -70,7 +70,7 @@ export type LoadEvent =
   | { type: 'cache_unverified'; reason: string; model: LoadedModel }
   /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
   | { type: 'worker_fallback'; reason: string }
-  /** The threaded WebAssembly build did not load: the CPU engine runs one thread. */
+  /** The threaded WebAssembly build did not load, or its pool workers could not start: the CPU engine runs one thread. */
   | { type: 'threads_fallback'; reason: string }
   /** The suffix drafter's earlier answers were read back from the origin's storage. */
   | { type: 'history_restored'; outputs: number; bytes: number }

@@ -3,8 +3,9 @@
 // threaded WebAssembly in the engine's worker, whose pool runs on Web Workers; two threads give
 // exactly the tokens of one thread and of the native f32 reference (`runahead generate --backend
 // reference`, as tests/e2e/cpu-fallback.test.mjs compares), speculative = plain, and the pool's
-// worker took part in the steps. A page that is not isolated, and the engine on the page's own
-// thread (`worker: false`), fall back to one thread and say why in info(). The GPU engine (on
+// worker took part in the steps. A page that is not isolated, the engine on the page's own
+// thread (`worker: false`) and a threaded build that fails to load fall back to one thread and
+// say why in info(). The GPU engine (on
 // SwiftShader) runs in the threaded build as in the other. Decode speed on one and two threads,
 // same page, is printed (README, "The CPU engine").
 //
@@ -139,7 +140,7 @@ test('an isolated page runs the CPU engine on two threads with the tokens of one
     assert.equal(two.runs.plain.text, want.text);
   });
 
-test('a page that is not isolated, or the engine on the page\'s thread, runs one thread and says why',
+test('a page that is not isolated, the engine on the page\'s thread, or a threaded build that does not load: one thread and the reason',
   { timeout: 2 * SLOW }, async () => {
     const page = await openPage(plain);
     const got = await loadAndGenerate(page, { threads: 2 }, { maxTokens: 4, speculative: false });
@@ -151,11 +152,19 @@ test('a page that is not isolated, or the engine on the page\'s thread, runs one
 
     const onPage = await openPage(isolated);
     const main = await loadAndGenerate(onPage, { threads: 2, worker: false }, { maxTokens: 4, speculative: false });
+    // A threaded build that does not load: an event, and the single-threaded one runs.
+    const missing = await loadAndGenerate(onPage, { threads: 2, wasmThreadsUrl: '/missing/runahead_bg.wasm' },
+      { maxTokens: 4, speculative: false });
     await onPage.close();
     assert.equal(main.isolated, true);
     assert.equal(main.info.threads, 1);
     assert.match(main.info.threadsReason ?? '', /main thread/);
     assert.deepEqual(main.runs.plain.tokens, got.runs.plain.tokens);
+    assert.equal(missing.info.threads, 1);
+    assert.match(missing.info.threadsReason ?? '', /single-threaded WebAssembly build is loaded/);
+    assert.deepEqual(missing.events.map((e) => e.type).filter((t) => t === 'threads_fallback'), ['threads_fallback']);
+    assert.deepEqual(missing.pool, { threaded: false, workers: 0, stepsJoined: 0 });
+    assert.deepEqual(missing.runs.plain.tokens, got.runs.plain.tokens);
   });
 
 test('the GPU engine runs in the threaded build', { timeout: 2 * SLOW }, async () => {
