@@ -8,7 +8,8 @@
 # workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests with
 # clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
-# playwright-core, against the native CLI, tests/e2e; then the packed package in a Vite app,
+# playwright-core, against the native CLI, tests/e2e, with the package's threaded wasm built too
+# (scripts/wasm.sh pkg-threads, linted as it builds); then the packed package in a Vite app,
 # scripts/vite-app.sh), test (cargo test --workspace), fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
