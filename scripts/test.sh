@@ -5,11 +5,11 @@
 #   scripts/test.sh fmt clippy   # only the named steps
 #
 # Steps: models (the model files exist), fmt, clippy (native: builds every test target of the
-# workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests with
-# clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
+# workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests and
+# the package's threaded wasm with clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
-# playwright-core, against the native CLI, tests/e2e, with the package's threaded wasm built too
-# (scripts/wasm.sh pkg-threads, linted as it builds); then the packed package in a Vite app,
+# playwright-core, against the native CLI, tests/e2e, the package's threaded wasm included;
+# then the packed package in a Vite app,
 # scripts/vite-app.sh), test (cargo test --workspace), fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
@@ -79,7 +79,12 @@ step_models() {
 }
 step_fmt() { cargo fmt --all -- --check; }
 step_clippy() { cargo test --workspace --no-run; }
-step_wasm_clippy() { "$root/scripts/wasm.sh" test --no-run; }
+# Both wasm32 builds, linted as they compile: the browser tests' (which is also the package's
+# single-threaded wasm) and the package's threaded one (its atomics-only code compiles there).
+step_wasm_clippy() {
+  "$root/scripts/wasm.sh" test --no-run
+  "$root/scripts/wasm.sh" pkg-threads
+}
 step_browser() { "$root/scripts/wasm.sh" test; }
 step_e2e() {
   # The reference: the native CLI of the clippy step's build (the cli crate's tests put it in
@@ -96,7 +101,8 @@ step_e2e() {
   cargo test --workspace --no-run
   "$root/scripts/wasm.sh" pkg
   # The package's threaded wasm (its own build of runahead-web with atomics: README, "Threads
-  # in the browser"), which threads.test.mjs and the Vite app load.
+  # in the browser"), which threads.test.mjs and the Vite app load; built by the wasm-clippy
+  # step, so only wasm-bindgen runs here when that step ran.
   "$root/scripts/wasm.sh" pkg-threads
   # npm pack, the tarball in a Vite app, tsc --noEmit, vite build (seconds); vite-app.test.mjs
   # then runs that build.
