@@ -108,8 +108,9 @@ pub struct Engine {
 impl Engine {
     /// Reads the GGUF bytes and loads the model onto WebGPU (a device opened, limits checked,
     /// weights uploaded) or the CPU engine. `options`: `{context?: number, backend?: 'auto' |
-    /// 'webgpu' | 'cpu'}` (KV cache size in tokens; `auto`, the default, takes WebGPU when its
-    /// adapter is a hardware one with sufficient limits, else the CPU engine).
+    /// 'webgpu' | 'cpu', threads?: number}` (KV cache size in tokens; `auto`, the default, takes
+    /// WebGPU when its adapter is a hardware one with sufficient limits, else the CPU engine;
+    /// the CPU engine's threads, default 1, more only in the threaded build: [`threads`]).
     pub async fn load(bytes: Vec<u8>, options: JsValue) -> Result<Engine, JsValue> {
         console_error_panic_hook::set_once();
         Ok(load_engine(bytes, &options).await?)
