@@ -25,7 +25,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+// Natively too under test: its tests run the same code with std threads in the Web Workers' place.
+#[cfg(any(all(target_arch = "wasm32", target_feature = "atomics"), test))]
 pub mod web_workers;
 
 /// Threads of a team at most in the browser (the caller included): the Web Workers' pool is made

@@ -12,6 +12,9 @@
 //! The caller blocks on atomics while its workers finish a step, which a page's main thread may
 //! not do: the engine must run in a worker of its own (the package's default) to ask for more
 //! than one thread.
+//!
+//! Nothing here is specific to the browser but who starts the workers: the tests below run it
+//! natively, with std threads calling [`run_worker`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -87,4 +90,85 @@ pub(super) fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
         shared: Some(&pool.shared),
         workers,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Runs `steps` steps of 100 items on a team of `threads`; returns the sum of what the
+    /// team took and the most threads that ran one step's task.
+    fn run_steps(threads: usize, steps: usize) -> (usize, usize) {
+        with_team(threads, |team| {
+            let (mut total, mut most) = (0, 0);
+            for step in 0..steps {
+                let next = AtomicUsize::new(0);
+                let sum = AtomicUsize::new(0);
+                let runs = AtomicUsize::new(0);
+                team.run(&|| {
+                    runs.fetch_add(1, Ordering::Relaxed);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= 100 {
+                            break;
+                        }
+                        sum.fetch_add(i + step, Ordering::Relaxed);
+                    }
+                });
+                total += sum.load(Ordering::Relaxed);
+                most = most.max(runs.load(Ordering::Relaxed));
+            }
+            (total, most)
+        })
+    }
+
+    fn want(steps: usize) -> usize {
+        (0..steps)
+            .map(|s| (0..100).map(|i| i + s).sum::<usize>())
+            .sum()
+    }
+
+    // One test: the pool is one per process, and the order of these steps matters.
+    #[test]
+    fn persistent_workers_join_teams_across_calls_and_take_each_item_once() {
+        // No worker has started: the caller does everything.
+        assert_eq!(run_steps(3, 20), (want(20), 1));
+        assert_eq!(stats(), (0, 0));
+
+        for _ in 0..3 {
+            std::thread::spawn(run_worker);
+        }
+        while stats().0 < 3 {
+            std::thread::yield_now();
+        }
+        // Many teams over the same workers (one team per forward in the engine): every item
+        // taken once, never more threads than the team's, whatever joined.
+        for threads in [2, 3, 4, 2, 16] {
+            for _ in 0..20 {
+                let (total, most) = run_steps(threads, 25);
+                assert_eq!(total, want(25), "{threads} threads");
+                assert!(
+                    most <= threads.min(4),
+                    "{most} of {threads} threads ran a step"
+                );
+            }
+        }
+        // Steps this short may all end before a descheduled worker looks (a loaded machine):
+        // more of them, for at most ten seconds, until one joins.
+        let start = std::time::Instant::now();
+        while stats().1 == 0 && start.elapsed() < std::time::Duration::from_secs(10) {
+            assert_eq!(run_steps(2, 25).0, want(25));
+        }
+        assert!(stats().1 > 0, "no worker joined a step");
+
+        // A team asked for while another holds the workers runs on its caller.
+        with_team(3, |_| {
+            with_team(3, |inner| assert_eq!(inner.threads(), 1));
+        });
+        // The workers are given back however a team ends.
+        let panicked = std::panic::catch_unwind(|| with_team(2, |_| panic!("in the team")));
+        assert!(panicked.is_err());
+        assert_eq!(run_steps(2, 5).0, want(5));
+    }
 }
