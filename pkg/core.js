@@ -1,7 +1,9 @@
 // The engine on the thread that runs it (the worker by default, or the page): initializes the
-// WebAssembly module, checks WebGPU before any model byte is read, reads the model and loads it.
+// WebAssembly module (the threaded build where it can run and more than one thread is asked
+// for: bindings.js), checks WebGPU before any model byte is read, reads the model and loads it.
 
-import init, { Engine, ModelBytes, checkWebGpu } from './wasm/runahead.js';
+import init from './wasm/runahead.js';
+import { bindings, canRunThreads, defaultThreads, initializeThreaded, startPool } from './bindings.js';
 import { keepHistory } from './history.js';
 import { abortError, toRunaheadError } from './errors.js';
 import { checkSource, dropCached, readModel } from './source.js';
@@ -25,8 +27,25 @@ export function initialize(wasmUrl) {
  * before the module is initialized.
  */
 export async function wasmMemoryBytes() {
-  const exports = await wasmReady;
+  const exports = await (threadsReady ?? wasmReady);
   return exports?.memory?.buffer.byteLength ?? 0;
+}
+
+let threadsReady = null;
+
+// The threaded module when this thread can run it and `threads` asks for more than one, else
+// the single-threaded one (a threaded build that fails to load is reported, then skipped).
+async function initializeFor(threads, { wasmUrl, wasmThreadsUrl, onEvent }) {
+  if (threads > 1 && canRunThreads()) {
+    try {
+      threadsReady ??= initializeThreaded(wasmThreadsUrl);
+      return await threadsReady;
+    } catch (e) {
+      threadsReady = null;
+      onEvent?.({ type: 'threads_fallback', reason: `the threaded WebAssembly did not load: ${e.message ?? e}` });
+    }
+  }
+  return initialize(wasmUrl);
 }
 
 function throwIfAborted(signal) {
@@ -43,12 +62,14 @@ function throwIfAborted(signal) {
 export async function loadEngine(source, options = {}) {
   const { context, backend = 'auto', history = true, historyTokens, draft, onProgress, onEvent, signal, wasmUrl } =
     options;
+  const threads = options.threads ?? defaultThreads();
   // Both sources are checked before the first byte of either is read.
   checkSource(source, 'the model');
   if (draft !== undefined && draft !== null) checkSource(draft, 'draft');
   onProgress?.({ phase: 'compile', loaded: 0 });
-  await initialize(wasmUrl);
+  await initializeFor(threads, { wasmUrl, wasmThreadsUrl: options.wasmThreadsUrl, onEvent });
   throwIfAborted(signal);
+  const { Engine, ModelBytes, checkWebGpu } = bindings();
   if (backend === 'webgpu') {
     try {
       // Before any model byte is read: no WebGPU, no adapter or too small limits end here.
@@ -59,7 +80,7 @@ export async function loadEngine(source, options = {}) {
     }
   }
   throwIfAborted(signal);
-  const engineOptions = { context, backend, historyTokens };
+  const engineOptions = { context, backend, historyTokens, threads };
   const { value: engine, from } = await readAndLoad(source, options, 'target', (bytes) =>
     bytes instanceof ModelBytes ? Engine.loadModelBytes(bytes, engineOptions) : Engine.load(bytes, engineOptions));
   if (signal?.aborted) {
@@ -79,7 +100,10 @@ export async function loadEngine(source, options = {}) {
       throw e;
     }
   }
-  const loaded = { engine, info: engine.info(), from };
+  const info = engine.info();
+  // The CPU engine's other threads (the threaded module only grants more than one).
+  if (info.threads > 1) await startPool(info.threads - 1, onEvent);
+  const loaded = { engine, info, from };
   // The suffix drafter's earlier answers: from and to the origin's storage unless
   // `history: false` (then they last as long as the engine).
   loaded.clearHistory = history ? await keepHistory(engine, onEvent) : async () => engine.clearHistory();
@@ -110,6 +134,7 @@ async function readAndLoad(source, options, model, load) {
 }
 
 async function upload({ bytes, from }, load, { onProgress, signal }) {
+  const { ModelBytes } = bindings();
   const size = bytes instanceof ModelBytes ? bytes.size : bytes.byteLength;
   if (signal?.aborted) {
     if (bytes instanceof ModelBytes) bytes.free();

@@ -70,6 +70,8 @@ export type LoadEvent =
   | { type: 'cache_unverified'; reason: string; model: LoadedModel }
   /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
   | { type: 'worker_fallback'; reason: string }
+  /** The threaded WebAssembly build did not load, or its pool workers could not start: the CPU engine runs one thread. */
+  | { type: 'threads_fallback'; reason: string }
   /** The suffix drafter's earlier answers were read back from the origin's storage. */
   | { type: 'history_restored'; outputs: number; bytes: number }
   /** A stored history could not be used (another version, damaged, unreadable): deleted. */
@@ -125,6 +127,16 @@ export interface LoadOptions {
   signal?: AbortSignal;
   /** Where to fetch runahead_bg.wasm from (default: next to this package's files). */
   wasmUrl?: string | URL;
+  /**
+   * The CPU engine's threads (default: `navigator.hardwareConcurrency`, at most 8; at most 16).
+   * More than one runs only in the engine's worker on a cross-origin isolated page (served with
+   * `Cross-Origin-Opener-Policy: same-origin` and `Cross-Origin-Embedder-Policy: require-corp`),
+   * where the threaded WebAssembly build is loaded; elsewhere one, and `info().threadsReason`
+   * says why.
+   */
+  threads?: number;
+  /** Where to fetch the threaded build's wasm-threads/runahead_bg.wasm from (default: next to this package's files). */
+  wasmThreadsUrl?: string | URL;
 }
 
 /** A model in the model cache. */
@@ -262,8 +274,20 @@ export interface ModelInfo {
   backendReason?: string;
   /** The WebGPU adapter, or the CPU engine's kernels and threads ("CPU engine (simd128, 1 thread)"). */
   adapter: string;
+  /** The CPU engine's threads (absent on WebGPU). */
+  threads?: number;
+  /** Why the CPU engine runs fewer threads than `threads` asked for (absent otherwise). */
+  threadsReason?: string;
   /** The draft model, when one was loaded (it runs on the same backend and adapter). */
   draft?: DraftModelInfo;
+}
+
+/** `cpuPool()`. */
+export interface CpuPoolStats {
+  /** The threaded WebAssembly build runs this engine. */
+  threaded: boolean;
+  workers: number;
+  stepsJoined: number;
 }
 
 /** `info().draft`. */
@@ -389,6 +413,11 @@ export class Runahead {
   cancel(): void;
   /** Bytes of the WebAssembly memory of the thread that runs this engine. */
   wasmMemoryBytes(): Promise<number>;
+  /**
+   * The CPU engine's pool in the thread that runs this engine: the Web Workers that joined it
+   * and the parallel steps they took part in (both 0 on one thread).
+   */
+  cpuPool(): Promise<CpuPoolStats>;
   /** Frees the engine, the draft model's included (in a worker: ends the worker). */
   dispose(): void;
 }

@@ -7,6 +7,7 @@
 import { Engine } from './wasm/runahead.js';
 import { createChat } from './chat.js';
 import { initialize, loadEngine, wasmMemoryBytes } from './core.js';
+import { bindings } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { WorkerEngine } from './remote.js';
 import { modelCache } from './cache.js';
@@ -135,8 +136,9 @@ export class Runahead {
    * the default: WebGPU on a hardware adapter, else the CPU engine; 'webgpu'; 'cpu'), `draft`
    * (a second model of any kind `source` may be, with the same tokenizer, loaded on the same
    * engine: `generate(..., {draft: 'model'})` drafts with it), `worker`, `cache`, `sha256`,
-   * `onProgress({phase, loaded, total, model})`, `onEvent(event)`, `signal`, `wasmUrl` (see
-   * README.md).
+   * `onProgress({phase, loaded, total, model})`, `onEvent(event)`, `signal`, `wasmUrl`,
+   * `threads` (the CPU engine's; default every core up to 8, more than one only in a worker of a
+   * cross-origin isolated page), `wasmThreadsUrl` (see README.md).
    */
   static async load(source, options = {}) {
     const { worker = typeof Worker !== 'undefined', onProgress, onEvent, signal, draft, ...rest } = options;
@@ -148,9 +150,11 @@ export class Runahead {
       cache: rest.cache,
       sha256: rest.sha256,
       wasmUrl: rest.wasmUrl,
+      wasmThreadsUrl: rest.wasmThreadsUrl,
+      threads: rest.threads,
     };
-    if (settings.wasmUrl !== undefined) {
-      settings.wasmUrl = new URL(settings.wasmUrl, globalThis.location?.href).href;
+    for (const key of ['wasmUrl', 'wasmThreadsUrl']) {
+      if (settings[key] !== undefined) settings[key] = new URL(settings[key], globalThis.location?.href).href;
     }
     if (worker) {
       const remote = new WorkerEngine();
@@ -252,6 +256,15 @@ export class Runahead {
   /** Bytes of the WebAssembly memory of the thread that holds this engine (worker or page). */
   async wasmMemoryBytes() {
     return this.#inWorker ? this.#engine.memoryBytes() : wasmMemoryBytes();
+  }
+
+  /**
+   * The CPU engine's pool in the thread that holds this engine: `{threaded, workers,
+   * stepsJoined}`, whether the threaded build runs it, the Web Workers that joined the pool and
+   * the parallel steps they took part in (both 0 on one thread).
+   */
+  async cpuPool() {
+    return this.#inWorker ? this.#engine.cpuPool() : bindings().cpuPoolStats();
   }
 
   /**

@@ -121,6 +121,10 @@ export class WorkerEngine {
     return this.#request('memory');
   }
 
+  cpuPool() {
+    return this.#request('cpuPool');
+  }
+
   /** Ends the worker: its WebAssembly memory and GPU device go with it. */
   terminate() {
     this.#worker.terminate();

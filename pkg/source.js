@@ -2,7 +2,7 @@
 // cache when it may), a File/Blob, or bytes the caller holds. Every path streams: the thread that
 // reads holds the model once, in WebAssembly memory, plus one chunk.
 
-import { ModelBytes } from './wasm/runahead.js';
+import { bindings } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { cacheable, describe, entry, metaOf, openModelCache, sameFile } from './cache.js';
 import { Sha256 } from './sha256.js';
@@ -30,7 +30,7 @@ async function readStream(stream, total, onProgress, signal, { copy, sha256 } = 
   }
   let bytes;
   try {
-    bytes = new ModelBytes(total ?? 0);
+    bytes = new (bindings().ModelBytes)(total ?? 0);
   } catch (e) {
     await reader.cancel();
     throw toRunaheadError(e, 'out_of_memory');

@@ -4,6 +4,7 @@
 // `{id, kind: 'progress' | 'event' | 'token' | 'done' | 'error', ...}`.
 
 import { loadEngine, wasmMemoryBytes } from './core.js';
+import { bindings } from './bindings.js';
 import { serializeError } from './errors.js';
 
 let engine = null;
@@ -40,6 +41,9 @@ const ops = {
   },
   memory() {
     return wasmMemoryBytes();
+  },
+  cpuPool() {
+    return bindings().cpuPoolStats();
   },
 };
 

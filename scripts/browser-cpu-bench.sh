@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Decode tokens/s of runahead's CPU engine in headless Chromium (WebGPU off, one thread)
+# Decode tokens/s of runahead's CPU engine in headless Chromium (WebGPU off; one thread, or
+# BENCH_THREADS=N for 1 and N threads on a cross-origin isolated page)
 # against wllama on the same GGUF, runs alternating in one session; prints JSON with the
 # medians and their ratio (BENCHMARKS.md records the results).
 #
 #   scripts/fetch-browser-bench.sh        # once: wllama + playwright-core (bench/browser)
 #   scripts/wasm.sh pkg                   # the package's wasm (release)
-#   scripts/browser-cpu-bench.sh          # BENCH_MODEL, BENCH_TOKENS, BENCH_RUNS to change
+#   scripts/wasm.sh pkg-threads           # its threaded wasm (for BENCH_THREADS > 1)
+#   scripts/browser-cpu-bench.sh          # BENCH_MODEL, BENCH_TOKENS, BENCH_RUNS, BENCH_THREADS
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,4 +15,8 @@ cd "$root"
   { echo "browser-cpu-bench.sh: run scripts/fetch-browser-bench.sh first" >&2; exit 1; }
 [ -f pkg/wasm/runahead_bg.wasm ] ||
   { echo "browser-cpu-bench.sh: run scripts/wasm.sh pkg first" >&2; exit 1; }
+if [ "${BENCH_THREADS:-1}" -gt 1 ] && [ ! -f pkg/wasm-threads/runahead_bg.wasm ]; then
+  echo "browser-cpu-bench.sh: run scripts/wasm.sh pkg-threads first (BENCH_THREADS > 1)" >&2
+  exit 1
+fi
 exec node bench/browser/cpu-bench.mjs

@@ -5,13 +5,13 @@
 #   scripts/test.sh fmt clippy   # only the named steps
 #
 # Steps: models (the model files exist), fmt, clippy (native: builds every test target of the
-# workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests with
-# clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
+# workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests and
+# the package's threaded wasm with clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
-# playwright-core, against the native CLI, tests/e2e; then the packed package in a Vite app,
-# scripts/vite-app.sh), test (cargo test --workspace), aarch64 (the CPU engine's kernel and
-# engine tests built for aarch64 and run under qemu-user: the NEON kernels, scripts/aarch64.sh),
-# fuzz (each
+# playwright-core, against the native CLI, tests/e2e, the package's threaded wasm included;
+# then the packed package in a Vite app, scripts/vite-app.sh), test (cargo test --workspace),
+# aarch64 (the CPU engine's kernel and engine tests built for aarch64 and run under qemu-user:
+# the NEON kernels, scripts/aarch64.sh), fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
 #
@@ -25,8 +25,9 @@
 # it keeps debug assertions and overflow checks on, and it shares target/debug with a
 # developer's plain `cargo test`.
 #
-# Build caches: target/ (native) and target-wasm/ (wasm32, scripts/wasm.sh); CARGO_TARGET_DIR and
-# WASM_TARGET_DIR override them. RUNAHEAD_MODELS overrides the model directory (default models/).
+# Build caches: target/ (native), target-wasm/ (wasm32, scripts/wasm.sh) and target-wasm-threads/
+# (the threaded wasm32 build); CARGO_TARGET_DIR, WASM_TARGET_DIR and WASM_THREADS_TARGET_DIR
+# override them. RUNAHEAD_MODELS overrides the model directory (default models/).
 # Each step prints its time; a fresh machine's figures are in the README ("Tests").
 set -euo pipefail
 
@@ -79,7 +80,12 @@ step_models() {
 }
 step_fmt() { cargo fmt --all -- --check; }
 step_clippy() { cargo test --workspace --no-run; }
-step_wasm_clippy() { "$root/scripts/wasm.sh" test --no-run; }
+# Both wasm32 builds, linted as they compile: the browser tests' (which is also the package's
+# single-threaded wasm) and the package's threaded one (its atomics-only code compiles there).
+step_wasm_clippy() {
+  "$root/scripts/wasm.sh" test --no-run
+  "$root/scripts/wasm.sh" pkg-threads
+}
 step_browser() { "$root/scripts/wasm.sh" test; }
 step_e2e() {
   # The reference: the native CLI of the clippy step's build (the cli crate's tests put it in
@@ -95,6 +101,10 @@ step_e2e() {
   done
   cargo test --workspace --no-run
   "$root/scripts/wasm.sh" pkg
+  # The package's threaded wasm (its own build of runahead-web with atomics: README, "Threads
+  # in the browser"), which threads.test.mjs and the Vite app load; built by the wasm-clippy
+  # step, so only wasm-bindgen runs here when that step ran.
+  "$root/scripts/wasm.sh" pkg-threads
   # npm pack, the tarball in a Vite app, tsc --noEmit, vite build (seconds); vite-app.test.mjs
   # then runs that build.
   "$root/scripts/vite-app.sh"
@@ -103,7 +113,7 @@ step_e2e() {
     "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
-    "$root/tests/e2e/forward-cost.test.mjs"
+    "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_aarch64() { "$root/scripts/aarch64.sh" test; }

@@ -12,6 +12,8 @@ app=$root/tests/vite-app
 die() { echo "vite-app.sh: $*" >&2; exit 1; }
 
 [ -f "$root/pkg/wasm/runahead_bg.wasm" ] || die "pkg/wasm is missing: scripts/wasm.sh pkg"
+[ -f "$root/pkg/wasm-threads/runahead_bg.wasm" ] ||
+  die "pkg/wasm-threads is missing: scripts/wasm.sh pkg-threads"
 [ -x "$app/node_modules/.bin/vite" ] || die "tests/vite-app has no vite: run scripts/setup.sh"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/runahead-pack.XXXXXX")
@@ -19,7 +21,8 @@ trap 'rm -rf "$tmp"' EXIT
 tarball=$(cd "$root/pkg" && npm pack --silent --pack-destination "$tmp" 2>/dev/null | tail -1)
 echo "vite-app.sh: packed $tarball ($(du -h "$tmp/$tarball" | cut -f1))"
 tar -tzf "$tmp/$tarball" > "$tmp/contents"
-for f in index.js index.d.ts worker.js wasm/runahead.js wasm/runahead_bg.wasm package.json; do
+for f in index.js index.d.ts worker.js pool-worker.js wasm/runahead.js wasm/runahead_bg.wasm \
+  wasm-threads/runahead.js wasm-threads/runahead_bg.wasm package.json; do
   grep -qx "package/$f" "$tmp/contents" || die "the tarball lacks $f"
 done
 # The package has no dependencies: installing its tarball is unpacking it where npm would

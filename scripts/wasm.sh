@@ -11,6 +11,9 @@
 #   scripts/wasm.sh pkg                      # the npm package's wasm: runahead-web's .wasm from the
 #                                            # browser tests' build, then wasm-bindgen --target web
 #                                            # into pkg/wasm/
+#   scripts/wasm.sh pkg-threads              # the package's threaded wasm (shared memory, atomics):
+#                                            # runahead-web built again in target-wasm-threads/,
+#                                            # wasm-bindgen --target web into pkg/wasm-threads/
 #
 # One wasm32 build serves the browser tests, the wasm32 lint pass and the package: `test` and
 # `pkg` run the same cargo invocation in the release profile (`--profile release`), and `pkg`
@@ -43,12 +46,30 @@ need rustc rustc-web
 need cargo cargo-web
 [ -d /usr/lib/rustlib/src/rust/library ] || die "std sources missing: install rust-web-src (scripts/setup.sh does)"
 
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+
 export CARGO_TARGET_DIR=${WASM_TARGET_DIR:-$root/target-wasm}
 # Every wasm32 build (std included, through -Zbuild-std) uses WebAssembly SIMD: the CPU
 # engine's simd128 kernels, and LLVM vectorizes the rest. Every browser with WebGPU, and every
 # current one without, runs it. One set of flags for every command below, so `test` and `pkg`
 # share one build (a change here rebuilds everything, std included).
 WASM_RUSTFLAGS="-C target-feature=+simd128"
+# The threaded build (`pkg-threads`): std and every crate with atomics, so the CPU engine's pool
+# runs on Web Workers that share one WebAssembly.Memory. The memory is imported (the first
+# thread creates it, every worker instantiates the module on it) and shared, up to 4 GiB (wasm32's
+# whole address space: the model's bytes live in it); wasm-bindgen's thread support needs the
+# TLS exports (each worker sets up its own thread-locals and stack). Its own target dir: other
+# flags rebuild everything, std included, and must not invalidate the single-threaded build.
+if [ "$cmd" = pkg-threads ]; then
+  export CARGO_TARGET_DIR=${WASM_THREADS_TARGET_DIR:-$root/target-wasm-threads}
+  WASM_RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals"
+  WASM_RUSTFLAGS+=" -C link-arg=--shared-memory -C link-arg=--import-memory"
+  WASM_RUSTFLAGS+=" -C link-arg=--max-memory=4294967296"
+  for sym in __wasm_init_tls __tls_size __tls_align __tls_base; do
+    WASM_RUSTFLAGS+=" -C link-arg=--export=$sym"
+  done
+fi
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASM_RUSTFLAGS ${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-}"
 # Use Debian's compiler and cargo, never rustup's proxies in ~/.cargo/bin (same version for the
 # build-std'd std, the dependencies and the workspace crates). RUSTC_BOOTSTRAP allows -Zbuild-std
@@ -90,8 +111,6 @@ common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
 browser_tests=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort"
   -p runahead-cpu -p runahead-gpu -p runahead-web --test browser)
 
-cmd=${1:-}
-[ $# -gt 0 ] && shift
 case "$cmd" in
   clippy)
     need cargo-clippy rust-web-clippy
@@ -140,11 +159,45 @@ for line in sys.stdin:
     wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
     echo "wasm.sh: pkg: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
     ;;
+  pkg-threads)
+    # Only the cdylib: the browser tests run on the single-threaded build; the threaded one is
+    # tested through the package (tests/e2e/threads.test.mjs).
+    command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
+    echo "wasm.sh: pkg-threads: runahead-web with atomics and shared memory ($TARGET)"
+    # The host half of a build (build scripts, proc macros) does not see the wasm32 flags: a
+    # first threaded build starts from the single-threaded build's (a copy: cargo may rewrite
+    # files in place), which saves compiling them again (syn, serde_derive, wasm-bindgen's
+    # macros; minutes on 2 cores).
+    single_host=${WASM_TARGET_DIR:-$root/target-wasm}/release
+    if [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$single_host" ]; then
+      mkdir -p "$CARGO_TARGET_DIR"
+      cp -a "$single_host" "$CARGO_TARGET_DIR/release"
+    fi
+    threaded=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib)
+    wasm=$("$CARGO" build --message-format=json "${threaded[@]}" "$@" |
+      python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-message":
+        sys.stderr.write(m["message"].get("rendered") or "")
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "runahead_web" \
+            and "cdylib" in m["target"]["kind"]:
+        print(next(f for f in m["filenames"] if f.endswith(".wasm")))
+')
+    [ -n "$wasm" ] || die "pkg-threads: cargo named no runahead_web .wasm"
+    out=$root/pkg/wasm-threads
+    rm -rf "$out"
+    wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
+    # wasm-bindgen switches to its thread support only for a module with shared memory.
+    grep -q 'shared:true' "$out/runahead.js" || die "pkg-threads: wasm-bindgen emitted no shared memory"
+    echo "wasm.sh: pkg-threads: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
+    ;;
   check)
     echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"
     "$CARGO" check "${common[@]}" "$@"
     ;;
   *)
-    die "usage: scripts/wasm.sh {clippy|build|check|test|pkg} [cargo args...]"
+    die "usage: scripts/wasm.sh {clippy|build|check|test|pkg|pkg-threads} [cargo args...]"
     ;;
 esac

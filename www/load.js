@@ -72,7 +72,8 @@ function showModel(model) {
   const params = (info.parameters / 1e6).toFixed(0);
   const types = Object.entries(info.tensorTypes).map(([type, count]) => `${count} × ${type}`).join(', ');
   const backend = info.backend === 'cpu'
-    ? `${info.adapter}${info.backendReason ? ` (${info.backendReason})` : ''}`
+    ? `${info.adapter}${info.backendReason ? ` (${info.backendReason})` : ''}` +
+      `${info.threadsReason ? `; ${info.threadsReason}` : ''}`
     : `GPU: ${info.adapter}`;
   // The summary line keeps the shape the e2e test reads: "name: arch, N parameters, ...".
   setModelStatus('ready', `${info.name ?? info.architecture}: ${info.architecture}, ${params}M parameters, ` +

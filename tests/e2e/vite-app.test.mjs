@@ -1,6 +1,8 @@
 // The Vite app of tests/vite-app, built from the packed package (scripts/vite-app.sh makes
-// tests/vite-app/dist), run in Debian's headless Chromium: the bundled worker and .wasm load
-// SmolLM2, generate, and go through every call of the API without an error.
+// tests/vite-app/dist), run in Debian's headless Chromium on a cross-origin isolated page: the
+// bundled worker and .wasm load SmolLM2, generate, and go through every call of the API without
+// an error; on the CPU engine (SwiftShader is a fallback adapter) the bundled threaded .wasm and
+// pool worker run its two threads.
 //
 //   scripts/test.sh e2e      (runs scripts/vite-app.sh, then the files here)
 
@@ -19,7 +21,9 @@ before(async () => {
   await access(join(dist, 'index.html')).catch(() => {
     throw new Error('tests/vite-app/dist is missing: run scripts/vite-app.sh');
   });
-  ({ server } = await serve(dist));
+  ({ server } = await serve(dist, {
+    headers: { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' },
+  }));
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: await chromiumFlags(),
@@ -61,10 +65,15 @@ test('the Vite build of the packed package runs SmolLM2 in its worker', { timeou
   assert.ok(cached.length === 1, state.output);
   const reply = /\((stop|length), (\d+) cached, (cpu|gpu)\)/.exec(state.output);
   assert.ok(reply && Number(reply[2]) > 0, state.output);
-  // The bundle's own worker chunk and .wasm were fetched (the app disposed the worker at its
-  // end; its last call, initialize(), fetches the .wasm once more for the page's thread).
+  if (reply[3] === 'cpu') {
+    const pool = log.map((line) => /cpu pool: threaded=true workers=1 steps=(\d+) threads=2 $/.exec(line)).find(Boolean);
+    assert.ok(pool && Number(pool[1]) > 0, log.join('\n'));
+  }
+  // The bundle's own worker chunks and both .wasm were fetched (the app disposed the worker at
+  // its end; its last call, initialize(), fetches the single-threaded .wasm once more for the
+  // page's thread).
   const assets = await readdir(join(dist, 'assets'));
-  for (const name of assets.filter((f) => /^worker-.*\.js$|\.wasm$/.test(f))) {
+  for (const name of assets.filter((f) => /^(pool-)?worker-.*\.js$|\.wasm$/.test(f))) {
     assert.ok(server.requests(`/assets/${name}`).includes('GET'), name);
   }
   assert.ok(server.bytesSent('/models/SmolLM2-135M-Instruct.Q4_1.gguf') > 0);

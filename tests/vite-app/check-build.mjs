@@ -1,19 +1,39 @@
-// After `vite build`: the bundle holds the package's worker as its own chunk and the engine's
-// .wasm as an asset, and the worker chunk refers to that .wasm (what a deployed app needs).
+// After `vite build`: the bundle holds the package's worker and the CPU pool's worker as their
+// own chunks and both engine builds' .wasm as assets (the single-threaded one and the threaded
+// one, whose glue creates a shared memory); the worker chunk loads the single-threaded .wasm,
+// reaches the threaded glue and starts the pool worker, which loads the threaded .wasm (what a
+// deployed app needs).
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const assets = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, 'dist/assets');
 const files = await readdir(assets);
+const read = (f) => readFile(join(assets, f), 'utf8');
+const one = (pattern, what) => {
+  const found = files.filter((f) => pattern.test(f));
+  assert.equal(found.length, 1, `one ${what} in ${files}`);
+  return found[0];
+};
 const wasm = files.filter((f) => f.endsWith('.wasm'));
-const workers = files.filter((f) => /^worker-.*\.js$/.test(f));
-assert.equal(wasm.length, 1, `one .wasm asset in ${files}`);
-assert.equal(workers.length, 1, `one worker chunk in ${files}`);
-const worker = await readFile(join(assets, workers[0]), 'utf8');
-assert.ok(worker.includes(wasm[0]), `the worker chunk loads ${wasm[0]}`);
-const entry = files.filter((f) => /^index-.*\.js$/.test(f));
-assert.ok(entry.length === 1, `one entry chunk in ${files}`);
-const main = await readFile(join(assets, entry[0]), 'utf8');
-assert.ok(main.includes(workers[0]), `the entry starts ${workers[0]}`);
-console.log(`vite build: ${entry[0]}, ${workers[0]}, ${wasm[0]}`);
+assert.equal(wasm.length, 2, `two .wasm assets (single-threaded, threaded) in ${files}`);
+const worker = one(/^worker-.*\.js$/, 'worker chunk');
+const poolWorker = one(/^pool-worker-.*\.js$/, 'pool worker chunk');
+const entry = one(/^index-.*\.js$/, 'entry chunk');
+
+// The threaded .wasm is the one the pool worker's glue (a shared memory) loads.
+const pool = await read(poolWorker);
+assert.match(pool, /shared:\s*(!0|true)/, 'the pool worker instantiates a shared memory');
+const threaded = wasm.find((w) => pool.includes(w));
+assert.ok(threaded, `the pool worker loads one of ${wasm}`);
+const single = wasm.find((w) => w !== threaded);
+
+const workerCode = await read(worker);
+assert.ok(workerCode.includes(single), `the worker chunk loads ${single}`);
+assert.ok(workerCode.includes(poolWorker), `the worker chunk starts ${poolWorker}`);
+const threadedGlue = files.filter((f) => f.endsWith('.js') && workerCode.includes(f) && f !== poolWorker);
+const glues = await Promise.all(threadedGlue.map(read));
+assert.ok(glues.some((g) => g.includes(threaded)), `the worker chunk reaches the glue of ${threaded}`);
+const main = await read(entry);
+assert.ok(main.includes(worker), `the entry starts ${worker}`);
+console.log(`vite build: ${entry}, ${worker}, ${poolWorker}, ${single}, ${threaded} (threaded)`);

@@ -3,19 +3,35 @@
 //! count or on which thread took which rows.
 //!
 //! A forward runs a few hundred short parallel steps (seven products and an attention per
-//! layer), too many to spawn threads for each: the team's threads live for the whole forward
-//! (one `std::thread::scope`) and wait for each step by spinning briefly (steps come tens of
-//! microseconds apart), then sleeping until the caller wakes them, so that a waiting worker
-//! never takes a core the caller needs on a busy machine.
+//! layer), too many to spawn threads for each: natively the team's threads live for the whole
+//! forward (one `std::thread::scope`); in the browser (wasm32 with atomics, [`web_workers`])
+//! they are Web Workers that live as long as the page's engine. Either way they wait for each
+//! step by spinning briefly (steps come tens of microseconds apart), then sleeping until the
+//! caller wakes them, so that a waiting worker never takes a core the caller needs on a busy
+//! machine.
 //!
 //! On a busy machine a worker may not get a core for milliseconds. The caller never waits for
 //! a worker that has not joined a step: a worker joins a step only while it is open, the
 //! caller takes whatever work is left, closes the step, and waits only for the workers that
 //! joined (a Dekker-style handshake on `active` and `open`, both sequentially consistent).
 
+// The single-threaded wasm build has no workers: their side of the team is never used there.
+#![cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "atomics")),
+    allow(dead_code)
+)]
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+// Natively too under test: its tests run the same code with std threads in the Web Workers' place.
+#[cfg(any(all(target_arch = "wasm32", target_feature = "atomics"), test))]
+pub mod web_workers;
+
+/// Threads of a team at most in the browser (the caller included): the Web Workers' pool is made
+/// once, this size.
+pub const MAX_WEB_THREADS: usize = 16;
 
 /// A team of threads that run the same task together.
 pub struct Team<'a> {
@@ -44,31 +60,42 @@ struct Shared {
     worker_panicked: AtomicBool,
     /// Per worker: asleep (or about to be) until woken.
     asleep: Vec<AtomicBool>,
+    /// Workers with an id below this take part in the steps (all of them, natively; in the
+    /// browser the workers persist and a team may want fewer than have started).
+    enrolled: AtomicUsize,
+    /// Steps that a worker (not the caller) joined, counted to show the workers take part.
+    joined: AtomicUsize,
 }
 
 const CLOSED: usize = usize::MAX;
 
 /// How long a waiting worker spins before it sleeps.
+#[cfg(not(target_arch = "wasm32"))]
 const SPIN: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// Runs `f` with a team of `threads` threads (the caller and `threads - 1` workers).
+/// The same in checks of the step, where std has no clock (wasm32: `Instant::now` panics):
+/// a check is a few nanoseconds, so this is of the order of [`SPIN`].
+#[cfg(target_arch = "wasm32")]
+const SPIN_CHECKS: u32 = 1 << 16;
+
+/// Runs `f` with a team of `threads` threads (the caller and `threads - 1` workers). In a
+/// wasm32 build without atomics there is one thread whatever `threads` says.
 pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
-    if threads <= 1 || cfg!(target_arch = "wasm32") {
-        return f(&Team {
-            threads: 1,
-            shared: None,
-            workers: Vec::new(),
-        });
+    if threads <= 1 {
+        return f(&Team::alone());
     }
-    let shared = Shared {
-        task: Mutex::new(None),
-        step: AtomicUsize::new(0),
-        open: AtomicUsize::new(CLOSED),
-        active: AtomicUsize::new(0),
-        stop: AtomicBool::new(false),
-        worker_panicked: AtomicBool::new(false),
-        asleep: (1..threads).map(|_| AtomicBool::new(false)).collect(),
-    };
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    return web_workers::with_team(threads, f);
+    #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+    return f(&Team::alone());
+    #[cfg(not(target_arch = "wasm32"))]
+    scoped_team(threads, f)
+}
+
+/// A team whose workers are threads spawned for the duration of `f`.
+#[cfg(not(target_arch = "wasm32"))]
+fn scoped_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
+    let shared = Shared::new(threads - 1);
     std::thread::scope(|scope| {
         let shared = &shared;
         let workers: Vec<_> = (0..threads - 1)
@@ -92,6 +119,15 @@ pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
 }
 
 impl Team<'_> {
+    /// The calling thread alone.
+    fn alone() -> Self {
+        Team {
+            threads: 1,
+            shared: None,
+            workers: Vec::new(),
+        }
+    }
+
     pub fn threads(&self) -> usize {
         self.threads
     }
@@ -138,6 +174,21 @@ impl Team<'_> {
 }
 
 impl Shared {
+    /// Room for `workers` workers, all enrolled.
+    fn new(workers: usize) -> Self {
+        Shared {
+            task: Mutex::new(None),
+            step: AtomicUsize::new(0),
+            open: AtomicUsize::new(CLOSED),
+            active: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            worker_panicked: AtomicBool::new(false),
+            asleep: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            enrolled: AtomicUsize::new(workers),
+            joined: AtomicUsize::new(0),
+        }
+    }
+
     /// A worker's life: join each step that is still open when it gets there, until told
     /// to stop.
     fn work(&self, id: usize) {
@@ -148,8 +199,12 @@ impl Shared {
                 return;
             }
             seen = self.step.load(Ordering::Acquire);
+            if id >= self.enrolled.load(Ordering::SeqCst) {
+                continue;
+            }
             self.active.fetch_add(1, Ordering::SeqCst);
             if self.open.load(Ordering::SeqCst) == seen {
+                self.joined.fetch_add(1, Ordering::Relaxed);
                 let task = *self.task.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(TaskPtr(ptr)) = task {
                     // SAFETY: see `Team::run`: the step is open and this thread is counted in
@@ -168,11 +223,16 @@ impl Shared {
     /// then sleeps until woken.
     fn wait_for_step(&self, id: usize, seen: usize) {
         let ready = || self.stop.load(Ordering::SeqCst) || self.step.load(Ordering::SeqCst) != seen;
+        #[cfg(not(target_arch = "wasm32"))]
         let start = std::time::Instant::now();
         let mut spins = 0u32;
         while !ready() {
-            spins += 1;
-            if !spins.is_multiple_of(256) || start.elapsed() < SPIN {
+            spins = spins.saturating_add(1);
+            #[cfg(not(target_arch = "wasm32"))]
+            let spinning = !spins.is_multiple_of(256) || start.elapsed() < SPIN;
+            #[cfg(target_arch = "wasm32")]
+            let spinning = spins < SPIN_CHECKS;
+            if spinning {
                 std::hint::spin_loop();
                 continue;
             }

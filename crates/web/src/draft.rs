@@ -100,8 +100,9 @@ pub fn load(
             let capacity = model.capacity();
             Ok((drafter(model, Turn::First), capacity))
         }
-        Model::Cpu(_) => {
-            let engine = CpuEngine::load(Arc::new(file), &crate::cpu_options(context))?;
+        Model::Cpu(target) => {
+            let options = crate::cpu_options(context, target.inner.threads());
+            let engine = CpuEngine::load(Arc::new(file), &options)?;
             check_rows(&engine, tokenizer)?;
             let capacity = engine.capacity();
             Ok((drafter(engine, Turn::Fair), capacity))
@@ -175,7 +176,7 @@ mod tests {
         let target_file = Arc::new(parse(bytes.clone()));
         let tokenizer = tokenizer_of(&target_file);
         let engine =
-            CpuEngine::load(target_file, &crate::cpu_options(48)).expect("the target loads");
+            CpuEngine::load(target_file, &crate::cpu_options(48, 1)).expect("the target loads");
         let target = Model::Cpu(Paced {
             inner: engine,
             turn: Turn::Fair,

@@ -17,6 +17,7 @@ mod model_bytes;
 mod options;
 mod pacing;
 mod session;
+mod threads;
 
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
@@ -67,13 +68,12 @@ impl Model {
     }
 }
 
-/// The CPU engine's options for a model with a KV cache of `context` tokens.
-fn cpu_options(context: usize) -> CpuOptions {
+/// The CPU engine's options for a model with a KV cache of `context` tokens on `threads`
+/// threads (more than one only in the threaded build: [`threads::cpu_threads`]).
+fn cpu_options(context: usize, threads: usize) -> CpuOptions {
     CpuOptions {
         context: Some(context),
-        // One thread: wasm threads need a cross-origin isolated page and a build with
-        // atomics (README, "The CPU engine").
-        threads: Some(1),
+        threads: Some(threads),
         isa: None,
     }
 }
@@ -108,8 +108,9 @@ pub struct Engine {
 impl Engine {
     /// Reads the GGUF bytes and loads the model onto WebGPU (a device opened, limits checked,
     /// weights uploaded) or the CPU engine. `options`: `{context?: number, backend?: 'auto' |
-    /// 'webgpu' | 'cpu'}` (KV cache size in tokens; `auto`, the default, takes WebGPU when its
-    /// adapter is a hardware one with sufficient limits, else the CPU engine).
+    /// 'webgpu' | 'cpu', threads?: number}` (KV cache size in tokens; `auto`, the default, takes
+    /// WebGPU when its adapter is a hardware one with sufficient limits, else the CPU engine;
+    /// the CPU engine's threads, default 1, more only in the threaded build: [`threads`]).
     pub async fn load(bytes: Vec<u8>, options: JsValue) -> Result<Engine, JsValue> {
         console_error_panic_hook::set_once();
         Ok(load_engine(bytes, &options).await?)
@@ -328,6 +329,7 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
             ),
         ));
     }
+    let threads = threads::cpu_threads(options.threads, threads::Place::here())?;
     let choice = backend::choose(options.backend).await;
     let file = GgufFile::from_bytes(bytes)?;
     let mut session = Session::new(&file)?;
@@ -349,11 +351,18 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
         }
         Choice::Cpu { reason } => {
             let context = options.context.unwrap_or(CPU_DEFAULT_CONTEXT);
-            let engine = CpuEngine::load(Arc::new(file), &cpu_options(context))?;
-            let kernels = format!("CPU engine ({}, 1 thread)", engine.isa().name());
+            let engine = CpuEngine::load(Arc::new(file), &cpu_options(context, threads.count))?;
+            let plural = if threads.count == 1 { "" } else { "s" };
+            let kernels = format!(
+                "CPU engine ({}, {} thread{plural})",
+                engine.isa().name(),
+                threads.count
+            );
             session.set_engine(engine.capacity(), &kernels);
             session.info.backend = "cpu";
             session.info.backend_reason = reason;
+            session.info.threads = Some(threads.count);
+            session.info.threads_reason = threads.reason;
             Model::Cpu(Paced {
                 inner: engine,
                 turn: Turn::Fair,

@@ -21,6 +21,8 @@ pub struct LoadOptions {
     /// Tokens of earlier outputs the suffix drafter keeps (and a page persists); default
     /// [`crate::generation::DEFAULT_HISTORY_TOKENS`].
     pub history_tokens: Option<usize>,
+    /// The CPU engine's threads (default 1; more only where [`crate::threads`] allows).
+    pub threads: Option<usize>,
 }
 
 /// `engine.generate(prompt, options, onToken)`; defaults are the CLI's.

@@ -49,6 +49,12 @@ pub struct ModelInfo {
     pub backend_reason: Option<String>,
     /// The WebGPU adapter the model runs on, or the CPU engine's kernels and threads.
     pub adapter: String,
+    /// The CPU engine's threads (absent on WebGPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Why the CPU engine runs fewer threads than the page asked for (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads_reason: Option<String>,
 }
 
 pub struct Session {
@@ -124,6 +130,8 @@ impl Session {
             backend: "webgpu",
             backend_reason: None,
             adapter: String::new(),
+            threads: None,
+            threads_reason: None,
         };
         Ok(Session {
             history_key: runahead_speculate::tokenizer_fingerprint(&tokenizer),

@@ -11,6 +11,7 @@ import Default, {
   type ChatCompletionChunk,
   type ChatMessage,
   type Chunk,
+  type CpuPoolStats,
   type DraftModelInfo,
   type GenerateOptions,
   type GenerationResult,
@@ -37,6 +38,7 @@ function describeEvent(event: LoadEvent): string {
     case 'cache_skipped':
     case 'cache_unverified':
     case 'worker_fallback':
+    case 'threads_fallback':
     case 'history_discarded':
     case 'history_unavailable':
       return `${event.type}: ${event.reason}`;
@@ -56,6 +58,7 @@ async function main(): Promise<void> {
     backend: 'auto',
     history: true,
     historyTokens: 4096,
+    threads: 2,
     worker: true,
     cache: true,
     onProgress: ({ phase, loaded, total, model }: LoadProgress) => {
@@ -118,6 +121,10 @@ async function main(): Promise<void> {
   await second.result.catch(() => undefined);
 
   const memory: number = (await model.wasmMemoryBytes()) + (await wasmMemoryBytes());
+  const pool: CpuPoolStats = await model.cpuPool();
+  const threadsReason: string | undefined = model.info().threadsReason;
+  console.info(`cpu pool: threaded=${pool.threaded} workers=${pool.workers} steps=${pool.stepsJoined} ` +
+    `threads=${model.info().threads} ${threadsReason ?? ''}`);
   const cached: CachedModel[] = await Runahead.cache.list();
   console.info(memory, cached.map((m) => `${m.url} ${m.size} ${m.storedAt}`));
   model.dispose();

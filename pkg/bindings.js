@@ -1,0 +1,78 @@
+// The wasm-bindgen module this thread runs: the single-threaded build (wasm/), or the threaded
+// one (wasm-threads/: shared memory, atomics), which runs the CPU engine on several threads and
+// only a worker of a cross-origin isolated page can run (a SharedArrayBuffer exists only on an
+// isolated page; its threads block on atomics, which a page's main thread may not).
+
+import * as single from './wasm/runahead.js';
+
+let current = single;
+
+/** The module in use on this thread (the single-threaded one until the threaded one loads). */
+export function bindings() {
+  return current;
+}
+
+/** Whether this thread may run the threaded build. */
+export function canRunThreads() {
+  return globalThis.crossOriginIsolated === true && typeof WorkerGlobalScope !== 'undefined';
+}
+
+/** The `threads` default: every core the browser reports, up to 8. */
+export function defaultThreads() {
+  return Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency ?? 1, 8));
+}
+
+let threadedReady = null;
+
+/**
+ * Loads and instantiates the threaded module on this thread (once) and makes it current;
+ * resolves to its exports.
+ */
+export function initializeThreaded(wasmUrl) {
+  threadedReady ??= (async () => {
+    const threaded = await import('./wasm-threads/runahead.js');
+    const exports = await threaded.default(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl });
+    current = threaded;
+    return exports;
+  })().catch((e) => {
+    threadedReady = null;
+    throw e;
+  });
+  return threadedReady;
+}
+
+const poolWorkers = [];
+
+// How long a pool worker may take to instantiate the module before the engine goes on without
+// it (it still joins later steps when it starts).
+const POOL_START_MS = 10_000;
+
+/**
+ * Starts Web Workers until the CPU engine's pool has `count` (the threaded module only): each
+ * instantiates this thread's module on its shared memory and joins the engine's parallel steps
+ * for as long as this thread lives. Resolves once they have started (or failed to). A worker
+ * that cannot be created (a Content-Security-Policy without `worker-src 'self'`, say) is
+ * reported to `onEvent` as `threads_fallback`: the engine's thread does its share.
+ */
+export async function startPool(count, onEvent) {
+  const [module, memory] = current.poolShare();
+  const started = [];
+  while (poolWorkers.length < count) {
+    let worker;
+    try {
+      // This exact form lets bundlers find and bundle the worker.
+      worker = new Worker(new URL('./pool-worker.js', import.meta.url), { type: 'module' });
+    } catch (e) {
+      onEvent?.({ type: 'threads_fallback', reason: `the CPU engine's pool workers could not start: ${e.message ?? e}` });
+      break;
+    }
+    poolWorkers.push(worker);
+    started.push(new Promise((resolve) => {
+      worker.onmessage = resolve;
+      worker.onerror = resolve;
+      setTimeout(resolve, POOL_START_MS);
+    }));
+    worker.postMessage({ module, memory });
+  }
+  await Promise.all(started);
+}
