@@ -1,10 +1,8 @@
 //! The element-wise and per-row operations around the matrix products, in the reference's
-//! arithmetic (same expressions, same order, but for the softmax's sum: see [`softmax`]), so
-//! the engines differ only where the products' 8-bit activations make them differ.
+//! arithmetic (same expressions, same order), so the engines differ only where the products'
+//! 8-bit activations make them differ.
 
 use runahead_model::{ModelConfig, RopeMode};
-
-use crate::kernels::scalar::hsum8;
 
 /// RMSNorm of each row of `x` (rows of `w.len()`), scaled by `w`; the mean of squares in f64.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
@@ -35,25 +33,16 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// In-place softmax. The sum runs in eight lanes folded by [`hsum8`] (the products' order), not
-/// one chain of adds: a chain of a thousand dependent adds (and the call to `exp` between
-/// them, which spills it) cost more than the exponentials at long contexts.
+/// In-place softmax, the reference's arithmetic. The sum is a pass of its own, in the same
+/// order: summed beside each call to `exp`, its chain of adds was spilled around every call,
+/// which cost more than the exponentials at long contexts.
 pub fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     for v in x.iter_mut() {
         *v = (*v - max).exp();
     }
-    let mut lanes = [0f32; 8];
-    let mut eights = x.chunks_exact(8);
-    for eight in eights.by_ref() {
-        for (l, v) in lanes.iter_mut().zip(eight) {
-            *l += v;
-        }
-    }
-    for (l, v) in lanes.iter_mut().zip(eights.remainder()) {
-        *l += v;
-    }
-    let inv = 1.0 / hsum8(&lanes);
+    let sum = x.iter().fold(0f32, |sum, &v| sum + v);
+    let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;
     }
