@@ -186,11 +186,7 @@ impl CpuEngine {
                     *g = silu(*g) * u;
                 }
             };
-            if rows >= parallel::MIN_ROWS && team.threads() > 1 {
-                parallel::for_each_chunk(team, &mut gate, c.n_ff, silu_mul);
-            } else {
-                silu_mul(0, &mut gate);
-            }
+            parallel::for_each_chunk(team, rows, &mut gate, c.n_ff, silu_mul);
             let mut down = vec![0f32; rows * d];
             matmul(
                 k,
@@ -202,11 +198,6 @@ impl CpuEngine {
             add_in_place(&mut x, &down);
         }
 
-        // (A model without layers drops them here.)
-        x.drain(..(x.len() / d).saturating_sub(batch.n_outputs()) * d);
-        if x.is_empty() {
-            return Ok(Vec::new());
-        }
         let h = rms_norm(&x, &w.output_norm, c.rms_eps);
         let mut logits = vec![0f32; batch.n_outputs() * c.vocab_size];
         matmul(

@@ -148,7 +148,7 @@ pub fn matmul_many(
 const TRANSPOSE_ROWS: usize = 16;
 
 /// Each job's `[rows, n]` result into its `[n, rows]` output (nothing to do for one row,
-/// which was written in place), split among the team from [`parallel::MIN_ROWS`] rows.
+/// which was written in place), split among the team (see [`parallel::for_each_chunk`]).
 fn transpose_back(
     team: &Team,
     jobs: &mut [(Matrix, &mut [f32])],
@@ -169,13 +169,7 @@ fn transpose_back(
                 }
             }
         };
-        if n >= parallel::MIN_ROWS && team.threads() > 1 {
-            parallel::for_each_chunk(team, out, TRANSPOSE_ROWS * rows, block);
-        } else {
-            for (b, dst) in out.chunks_mut(TRANSPOSE_ROWS * rows).enumerate() {
-                block(b, dst);
-            }
-        }
+        parallel::for_each_chunk(team, n, out, TRANSPOSE_ROWS * rows, block);
     }
 }
 

@@ -7,17 +7,25 @@ use std::sync::Mutex;
 use crate::pool::Team;
 
 /// Rows below which the work stays on the calling thread: waking the team costs microseconds.
-pub const MIN_ROWS: usize = 16;
+const MIN_ROWS: usize = 16;
 
-/// Calls `f(index, chunk)` for every `len`-element chunk of `data` (the last may be shorter),
-/// the team's threads taking chunks in turn. Each chunk is computed whole by one thread, so the
-/// result never depends on the thread count.
+/// Calls `f(index, chunk)` for every `len`-element chunk of `data` (the last may be shorter):
+/// the team's threads take chunks in turn when the work spans `rows` activation rows, at least
+/// [`MIN_ROWS`]; the calling thread takes them all otherwise. Each chunk is computed whole by one
+/// thread, so the result never depends on the thread count.
 pub fn for_each_chunk<T: Send>(
     team: &Team,
+    rows: usize,
     data: &mut [T],
     len: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
+    if rows < MIN_ROWS || team.threads() == 1 {
+        data.chunks_mut(len.max(1))
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+        return;
+    }
     let queue = Mutex::new(data.chunks_mut(len.max(1)).enumerate());
     team.run(&|| loop {
         // A poisoned lock means another thread panicked, and its panic is what gets reported.

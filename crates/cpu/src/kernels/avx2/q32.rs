@@ -8,15 +8,9 @@ use std::arch::x86_64::*;
 use super::{dot_unsigned, lanes, load32, load32_i8};
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
+use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
-
-// Formats as const generic parameters, so each kernel is compiled for one layout.
-pub(crate) const Q4_0: u8 = 0;
-pub(crate) const Q4_1: u8 = 1;
-pub(crate) const Q5_0: u8 = 2;
-pub(crate) const Q5_1: u8 = 3;
-pub(crate) const Q8_0: u8 = 4;
 
 /// See [`crate::kernels::Kernels::q32_rows`].
 ///
@@ -86,18 +80,6 @@ pub(crate) fn decode<const F: u8>(b: &[u8]) -> __m256i {
     }
 }
 
-/// Bytes per block of format `F` (a constant once `F` is known, so slices of whole groups
-/// need no bounds checks inside).
-const fn block_bytes(f: u8) -> usize {
-    match f {
-        Q4_0 => 18,
-        Q4_1 => 20,
-        Q5_0 => 22,
-        Q5_1 => 24,
-        _ => 34,
-    }
-}
-
 /// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
 /// the four blocks of `group`, as four f32 each.
 #[inline]
@@ -130,13 +112,8 @@ fn load4(v: &[f32; GROUP]) -> __m128 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
-    let (format, signed) = match F {
-        Q4_0 => (Q32Format::Q4_0, true),
-        Q4_1 => (Q32Format::Q4_1, false),
-        Q5_0 => (Q32Format::Q5_0, true),
-        Q5_1 => (Q32Format::Q5_1, false),
-        _ => (Q32Format::Q8_0, true),
-    };
+    let format = format(F);
+    let signed = !format.has_min();
     let bb = block_bytes(F);
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
                               // A row's last group when it has fewer than four blocks: the blocks it has, then zeros

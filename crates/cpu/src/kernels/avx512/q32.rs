@@ -5,7 +5,8 @@ use std::arch::x86_64::*;
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
 use crate::kernels::avx2::lanes;
-use crate::kernels::avx2::q32::{decode, scales4, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+use crate::kernels::avx2::q32::{decode, scales4};
+use crate::kernels::q32_ids::{format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
 
@@ -95,13 +96,7 @@ const HALVES: [i32; 8] = [0, 8, 1, 9, 4, 12, 5, 13];
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
-    let format = match F {
-        Q4_0 => Q32Format::Q4_0,
-        Q4_1 => Q32Format::Q4_1,
-        Q5_0 => Q32Format::Q5_0,
-        Q5_1 => Q32Format::Q5_1,
-        _ => Q32Format::Q8_0,
-    };
+    let format = format(F);
     let bb = format.block_bytes();
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
     let h = HALVES;

@@ -7,15 +7,9 @@ use core::arch::wasm32::*;
 use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, store4};
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
+use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
-
-// Formats as const generic parameters, so each kernel is compiled for one layout.
-const Q4_0: u8 = 0;
-const Q4_1: u8 = 1;
-const Q5_0: u8 = 2;
-const Q5_1: u8 = 3;
-const Q8_0: u8 = 4;
 
 /// See [`crate::kernels::Kernels::q32_rows`].
 pub fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
@@ -27,17 +21,6 @@ pub fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) 
         Q32Format::Q5_0 => by_tile!(n, rows::<Q5_0>(w, row_bytes, x, out), fallback(out)),
         Q32Format::Q5_1 => by_tile!(n, rows::<Q5_1>(w, row_bytes, x, out), fallback(out)),
         Q32Format::Q8_0 => by_tile!(n, rows::<Q8_0>(w, row_bytes, x, out), fallback(out)),
-    }
-}
-
-/// Bytes per block of format `F`.
-const fn block_bytes(f: u8) -> usize {
-    match f {
-        Q4_0 => 18,
-        Q4_1 => 20,
-        Q5_0 => 22,
-        Q5_1 => 24,
-        _ => 34,
     }
 }
 
@@ -129,13 +112,8 @@ fn scales4<const F: u8>(group: &[u8]) -> (v128, v128) {
 }
 
 fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
-    let (format, with_min) = match F {
-        Q4_0 => (Q32Format::Q4_0, false),
-        Q4_1 => (Q32Format::Q4_1, true),
-        Q5_0 => (Q32Format::Q5_0, false),
-        Q5_1 => (Q32Format::Q5_1, true),
-        _ => (Q32Format::Q8_0, false),
-    };
+    let format = format(F);
+    let with_min = format.has_min();
     let bb = block_bytes(F);
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
                               // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
