@@ -12,14 +12,41 @@
 use crate::kernels::Isa;
 use crate::kernels::Kernels;
 
-/// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]`. Scales are kept apart
-/// from the values so a kernel loads four consecutive blocks' scales at once.
+/// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]` (in
+/// [`Q8Layout::Blocks`]). Scales are kept apart from the values so a kernel loads four
+/// consecutive blocks' scales at once.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Q8Rows {
     pub qs: Vec<[i8; 32]>, // [blocks][32]
     pub d: Vec<f32>,       // [blocks]
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
+    pub layout: Q8Layout,
+}
+
+/// Where the values of a group of [`Q8_GROUP`] blocks sit in its 128 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Q8Layout {
+    /// Block after block, each in element order.
+    #[default]
+    Blocks,
+    /// For the AVX-512 kernels: the 16 elements each of the eight half-block sums adds up lie
+    /// in the same four-byte lane of the group's two 64-byte halves at lane `l` and `l + 8`
+    /// (see [`interleaved_position`]), so two accumulating VNNI products and one add of a
+    /// register's halves leave the sums in the scalar kernel's order: the reduction costs each
+    /// activation row two instructions, the permutation is paid once per input row, and the
+    /// weights' decoding (shared by a tile) permutes them the same way.
+    Interleaved,
+}
+
+/// The byte of a group's 128 that holds element `e` (0..32) of its block `k` (0..4) in
+/// [`Q8Layout::Interleaved`]: the element's half-block sum `o = 4 * (e / 16) + k` (the
+/// scalar kernel's lane), its quad `q = (e % 16) / 4` of that half, at lane `o + 8 * (q % 2)`
+/// of 64-byte half `q / 2`.
+pub const fn interleaved_position(k: usize, e: usize) -> usize {
+    let o = 4 * (e / 16) + k;
+    let q = (e % 16) / 4;
+    64 * (q / 2) + 4 * (o + 8 * (q % 2)) + e % 4
 }
 
 impl Q8Rows {
@@ -28,16 +55,19 @@ impl Q8Rows {
             qs: &self.qs,
             d: &self.d,
             s: &self.s,
+            layout: self.layout,
         }
     }
 }
 
-/// A run of blocks of [`Q8Rows`] (a tile's rows, one after another).
+/// A run of blocks of [`Q8Rows`] (a tile's rows, one after another; whole groups when the
+/// layout is [`Q8Layout::Interleaved`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Q8Slice<'a> {
     pub qs: &'a [[i8; 32]],
     pub d: &'a [f32],
     pub s: &'a [f32],
+    pub layout: Q8Layout,
 }
 
 impl<'a> Q8Slice<'a> {
@@ -55,6 +85,19 @@ impl<'a> Q8Slice<'a> {
             qs: &self.qs[range.clone()],
             d: &self.d[range.clone()],
             s: &self.s[range],
+            layout: self.layout,
+        }
+    }
+
+    /// The values of block `b` in element order, whatever the layout.
+    pub fn block_values(&self, b: usize) -> [i8; 32] {
+        match self.layout {
+            Q8Layout::Blocks => self.qs[b],
+            Q8Layout::Interleaved => {
+                let first = b - b % Q8_GROUP;
+                let group = self.qs[first..first + Q8_GROUP].as_flattened();
+                std::array::from_fn(|e| group[interleaved_position(b % Q8_GROUP, e)])
+            }
         }
     }
 }
@@ -132,8 +175,29 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
     match kernels.isa() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8_avx2(x, out) },
+        Isa::Avx2 => unsafe { quantize_q8_avx2(x, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
+        Isa::Avx512 => {
+            let first = out.qs.len();
+            unsafe { quantize_q8_avx2(x, out) };
+            interleave(&mut out.qs[first..]);
+            out.layout = Q8Layout::Interleaved;
+        }
         _ => quantize_q8_portable(x, out),
+    }
+}
+
+/// Rearranges whole groups of blocks from [`Q8Layout::Blocks`] to [`Q8Layout::Interleaved`].
+#[cfg(target_arch = "x86_64")]
+fn interleave(blocks: &mut [[i8; 32]]) {
+    for group in blocks.chunks_exact_mut(Q8_GROUP) {
+        let bytes = group.as_flattened_mut();
+        let mut to = [0i8; 32 * Q8_GROUP];
+        for (i, &v) in bytes.iter().enumerate() {
+            to[interleaved_position(i / 32, i % 32)] = v;
+        }
+        bytes.copy_from_slice(&to);
     }
 }
 
@@ -270,8 +334,29 @@ mod tests {
             let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
             quantize_q8_for(k, &x, &mut a2);
             quantize_q8k_for(k, &x, &mut b2);
-            assert_eq!(a, a2, "{isa:?}");
+            let values = |q: &Q8Rows| -> Vec<[i8; 32]> {
+                (0..q.qs.len())
+                    .map(|b| q.as_slice().block_values(b))
+                    .collect()
+            };
+            assert_eq!((&a.d, &a.s), (&a2.d, &a2.s), "{isa:?}");
+            assert_eq!(values(&a), values(&a2), "{isa:?}");
             assert_eq!(b, b2, "{isa:?}");
+        }
+    }
+
+    #[test]
+    fn the_interleaved_layout_is_a_permutation_of_each_group() {
+        let mut seen = [false; 32 * Q8_GROUP];
+        for k in 0..Q8_GROUP {
+            for e in 0..32 {
+                let p = interleaved_position(k, e);
+                assert!(!seen[p], "position {p} taken twice");
+                seen[p] = true;
+                // The lane (4 bytes) holds one half-block sum's elements: lane l and l + 8 of
+                // either 64-byte half belong to sum l % 8, the scalar kernel's lane.
+                assert_eq!((p % 64) / 4 % 8, 4 * (e / 16) + k, "block {k} element {e}");
+            }
         }
     }
 

@@ -58,8 +58,9 @@ pub enum Isa {
     Scalar,
     /// x86-64 AVX2 with FMA and F16C (runtime-detected).
     Avx2,
-    /// x86-64 AVX-512 (F, BW) with VNNI, besides AVX2: 32-element block products two blocks
-    /// per instruction; the rest as `Avx2`.
+    /// x86-64 AVX-512 (F, BW) with VNNI and VBMI, besides AVX2: 32-element block products two
+    /// blocks per instruction, 4- and 5-bit blocks decoded with byte permutes; the rest as
+    /// `Avx2`. (Without VBMI, e.g. Cascade Lake: `Avx2`.)
     Avx512,
     /// wasm32 SIMD, where the build enables `simd128` (WebAssembly cannot detect it at run
     /// time: a module that uses it does not load where it is missing).
@@ -97,6 +98,7 @@ impl Isa {
                 Isa::Avx2.is_available()
                     && is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vbmi")
                     && is_x86_feature_detected!("avx512vnni")
             }
             #[cfg(not(target_arch = "x86_64"))]

@@ -143,8 +143,9 @@ pub fn q32_tile(f: Q32Format, w_row: &[u8], x: Q8Slice, out: &mut [f32]) {
             for (k, block) in blocks.iter().enumerate() {
                 if let Some((d, m, q)) = block {
                     let i = t * stride + g * GROUP + k;
-                    sums[k] = int_dot(q, &x.qs[i], 0..16);
-                    sums[4 + k] = int_dot(q, &x.qs[i], 16..32);
+                    let y = x.block_values(i);
+                    sums[k] = int_dot(q, &y, 0..16);
+                    sums[4 + k] = int_dot(q, &y, 16..32);
                     dd[k] = d * x.d[i];
                     mm[k] = m * x.s[i];
                 }

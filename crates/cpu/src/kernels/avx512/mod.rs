@@ -5,6 +5,7 @@
 //! results are the scalar kernels' bits (tested like every SIMD set). Float rows, K-quants and
 //! attention run the AVX2 kernels, which every AVX-512 machine also has.
 
+mod decode;
 mod q32;
 
 pub use q32::q32_rows;
