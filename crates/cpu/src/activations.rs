@@ -170,35 +170,18 @@ pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
     quantize_q8_portable(x, out)
 }
 
-/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same bits).
+/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in the
+/// layout its kernels take ([`Kernels::q8_layout`]).
 pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
     match kernels.isa() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 => unsafe { quantize_q8_avx2(x, out) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
-        Isa::Avx512 => {
-            let first = out.qs.len();
-            unsafe { quantize_q8_avx2(x, out) };
-            interleave(&mut out.qs[first..]);
-            out.layout = Q8Layout::Interleaved;
-        }
+        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8_avx2(x, out) },
         _ => quantize_q8_portable(x, out),
     }
-}
-
-/// Rearranges whole groups of blocks from [`Q8Layout::Blocks`] to [`Q8Layout::Interleaved`].
-#[cfg(target_arch = "x86_64")]
-fn interleave(blocks: &mut [[i8; 32]]) {
-    for group in blocks.chunks_exact_mut(Q8_GROUP) {
-        let bytes = group.as_flattened_mut();
-        let mut to = [0i8; 32 * Q8_GROUP];
-        for (i, &v) in bytes.iter().enumerate() {
-            to[interleaved_position(i / 32, i % 32)] = v;
-        }
-        bytes.copy_from_slice(&to);
-    }
+    let first = out.qs.len() - q8_blocks_per_row(x.len());
+    kernels.arrange_q8(&mut out.qs[first..]);
+    out.layout = kernels.q8_layout();
 }
 
 /// [`quantize_q8_portable`] compiled for AVX2: the same IEEE operations, vectorized by the

@@ -41,7 +41,7 @@ pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 
-use crate::activations::{BlockQ8K, Q8Slice};
+use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
 
 /// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
@@ -143,6 +143,25 @@ impl Kernels {
 
     pub fn isa(self) -> Isa {
         self.isa
+    }
+
+    /// The layout [`Kernels::q32_rows`] takes its activations in.
+    pub fn q8_layout(self) -> Q8Layout {
+        match self.isa {
+            Isa::Avx512 => Q8Layout::Interleaved,
+            _ => Q8Layout::Blocks,
+        }
+    }
+
+    /// Rearranges whole groups of activation blocks from [`Q8Layout::Blocks`] to
+    /// [`Kernels::q8_layout`].
+    pub fn arrange_q8(self, blocks: &mut [[i8; 32]]) {
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 => unsafe { avx512::interleave_blocks(blocks) },
+            _ => {}
+        }
     }
 
     /// For every weight row `r` of `w_rows` (whole rows of `row_bytes` bytes) and each of

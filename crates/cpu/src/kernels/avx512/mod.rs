@@ -8,4 +8,5 @@
 mod decode;
 mod q32;
 
+pub use decode::interleave_blocks;
 pub use q32::q32_rows;
