@@ -148,7 +148,7 @@ impl Kernels {
     /// The layout [`Kernels::q32_rows`] takes its activations in.
     pub fn q8_layout(self) -> Q8Layout {
         match self.isa {
-            Isa::Avx512 => Q8Layout::Interleaved,
+            Isa::Avx2 | Isa::Avx512 => Q8Layout::Interleaved,
             _ => Q8Layout::Blocks,
         }
     }
@@ -159,7 +159,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 => unsafe { avx512::interleave_blocks(blocks) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::interleave_blocks(blocks) },
             _ => {}
         }
     }

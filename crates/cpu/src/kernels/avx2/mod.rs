@@ -16,7 +16,7 @@ use std::arch::x86_64::*;
 pub use attention::{scores, weighted_sum};
 pub use float::float_rows;
 pub use kquants::k_rows;
-pub use q32::q32_rows;
+pub use q32::{interleave_blocks, q32_rows};
 
 /// The f16 at `b[at..at + 2]` as f32.
 #[inline]
@@ -52,14 +52,4 @@ fn load32_i8(b: &[i8]) -> __m256i {
     assert!(b.len() >= 32);
     // SAFETY: as above.
     unsafe { _mm256_loadu_si256(b.as_ptr() as *const __m256i) }
-}
-
-/// Eight lane sums of `w * y` over consecutive groups of four bytes, `w` unsigned and `y`
-/// signed. Pair sums must fit i16: weights are at most 63, or 128 (|w| of a signed weight,
-/// with `y` carrying its sign) against activations that never hold -128 (2 * 128 * 127 <
-/// 32768).
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn dot_unsigned(w: __m256i, y: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1))
 }

@@ -1,12 +1,15 @@
-//! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time: their
-//! eight-lane integer sums fold (three horizontal adds) into one register whose lanes are the
-//! half-block sums of [`scalar::q32_tile`], so each group costs one conversion, one multiply
-//! and one add per activation row.
+//! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time, in the
+//! interleaved layout ([`Q8Layout::Interleaved`]): the four registers of a group hold, at lane
+//! `l`, one quad each of half-block sum `l`, so the byte products of all four add up as 16-bit
+//! pairs and one `madd` leaves the half-block sums of [`scalar::q32_tile`] in its order. Each
+//! group then costs an activation row four byte products, three adds, one `madd`, one
+//! conversion, one multiply and one add; the weights' transpose into that layout is paid once
+//! per tile.
 
 use std::arch::x86_64::*;
 
-use super::{dot_unsigned, lanes, load32, load32_i8};
-use crate::activations::Q8Slice;
+use super::{lanes, load32, load32_i8};
+use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
@@ -102,6 +105,47 @@ pub(crate) fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
     )
 }
 
+/// Four blocks in element order to the interleaved layout: register `q` takes quad `q` of each
+/// half-block sum `4h + k` (block `k`, half `h` = 128-bit lane), a 4 x 4 transpose of 32-bit
+/// words in each lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn interleave(b: [__m256i; GROUP]) -> [__m256i; GROUP] {
+    let t0 = _mm256_unpacklo_epi32(b[0], b[1]);
+    let t1 = _mm256_unpackhi_epi32(b[0], b[1]);
+    let t2 = _mm256_unpacklo_epi32(b[2], b[3]);
+    let t3 = _mm256_unpackhi_epi32(b[2], b[3]);
+    [
+        _mm256_unpacklo_epi64(t0, t2),
+        _mm256_unpackhi_epi64(t0, t2),
+        _mm256_unpacklo_epi64(t1, t3),
+        _mm256_unpackhi_epi64(t1, t3),
+    ]
+}
+
+/// Rearranges whole groups of activation blocks from element order to [`Q8Layout::Interleaved`].
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]]) {
+    for group in blocks.chunks_exact_mut(GROUP) {
+        let p = group.as_mut_ptr() as *mut __m256i;
+        // SAFETY: a group is four blocks of 32 bytes: unaligned loads and stores.
+        unsafe {
+            let b = interleave([
+                _mm256_loadu_si256(p),
+                _mm256_loadu_si256(p.add(1)),
+                _mm256_loadu_si256(p.add(2)),
+                _mm256_loadu_si256(p.add(3)),
+            ]);
+            for (k, v) in b.into_iter().enumerate() {
+                _mm256_storeu_si256(p.add(k), v);
+            }
+        }
+    }
+}
+
 /// Four f32 from `v[..4]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -115,6 +159,7 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
     let format = format(F);
     let signed = !format.has_min();
     let bb = block_bytes(F);
+    debug_assert_eq!(x.layout, Q8Layout::Interleaved);
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
                               // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
                               // (scale 0 against padded activations of 0: exactly the scalar kernel's empty blocks).
@@ -133,15 +178,17 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                     &padded[..GROUP * bb]
                 }
             };
-            // Decoded once for the tile; for signed formats `w` gives the activations its
-            // sign and `abs_w` the magnitudes.
+            // Decoded and interleaved once for the tile; for signed formats `w` gives the
+            // activations its sign and `abs_w` the magnitudes.
             let block = |k: usize| &group[k * bb..(k + 1) * bb];
-            let w = [
+            // (Arrays written out: a closure passed to `from_fn` or `map` is compiled without
+            // the target features, so nothing SIMD inlines into it.)
+            let w = interleave([
                 decode::<F>(block(0)),
                 decode::<F>(block(1)),
                 decode::<F>(block(2)),
                 decode::<F>(block(3)),
-            ];
+            ]);
             let abs_w = if signed {
                 [
                     _mm256_sign_epi8(w[0], w[0]),
@@ -162,15 +209,25 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 ) else {
                     continue; // unreachable: the ranges have GROUP elements
                 };
-                let sum = |k: usize| {
-                    let y = load32_i8(&ys[k]);
-                    let y = if signed { _mm256_sign_epi8(y, w[k]) } else { y };
-                    dot_unsigned(abs_w[k], y)
+                let products = |c: usize| {
+                    let y = load32_i8(&ys[c]);
+                    let y = if signed { _mm256_sign_epi8(y, w[c]) } else { y };
+                    _mm256_maddubs_epi16(abs_w[c], y)
                 };
-                let halves = _mm256_hadd_epi32(
-                    _mm256_hadd_epi32(sum(0), sum(1)),
-                    _mm256_hadd_epi32(sum(2), sum(3)),
-                );
+                let (p0, p1, p2, p3) = (products(0), products(1), products(2), products(3));
+                let ones = _mm256_set1_epi16(1);
+                let halves = if F == Q8_0 {
+                    // |w| up to 128: a pair sum takes most of i16, so each widens alone.
+                    let wide = |p| _mm256_madd_epi16(p, ones);
+                    _mm256_add_epi32(
+                        _mm256_add_epi32(wide(p0), wide(p1)),
+                        _mm256_add_epi32(wide(p2), wide(p3)),
+                    )
+                } else {
+                    // |w| <= 31: four pair sums stay under 4 * 2 * 31 * 127 = 31,496 < 2^15.
+                    let p = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
+                    _mm256_madd_epi16(p, ones)
+                };
                 let d4 = _mm_mul_ps(dw, load4(dx));
                 let d8 = _mm256_set_m128(d4, d4);
                 acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d8, _mm256_cvtepi32_ps(halves)));

@@ -161,24 +161,6 @@ pub(super) fn decode_group<const F: u8>(group: &[u8]) -> Group {
     }
 }
 
-/// Rearranges whole groups of activation blocks from element order to the interleaved layout
-/// (what a Q8_0 group's weights go through too).
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW and VBMI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]]) {
-    for group in blocks.chunks_exact_mut(GROUP) {
-        let p = group.as_mut_ptr() as *mut __m512i;
-        // SAFETY: a group is 128 bytes: two unaligned 64-byte loads and stores.
-        unsafe {
-            let halves = interleave_q8_0(_mm512_loadu_si512(p), _mm512_loadu_si512(p.add(1)));
-            _mm512_storeu_si512(p, halves[0]);
-            _mm512_storeu_si512(p.add(1), halves[1]);
-        }
-    }
-}
-
 /// A Q8_0 group's four blocks of values (A and B in `ab`, C and D in `cd`, element order) in
 /// the interleaved order.
 #[inline]

@@ -8,5 +8,4 @@
 mod decode;
 mod q32;
 
-pub use decode::interleave_blocks;
 pub use q32::q32_rows;
