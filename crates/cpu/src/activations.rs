@@ -10,7 +10,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::Isa;
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, TILE};
 
 /// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]` (in
 /// [`Q8Layout::Blocks`]). Scales are kept apart from the values so a kernel loads four
@@ -22,6 +22,10 @@ pub struct Q8Rows {
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
     pub layout: Q8Layout,
+    /// `d` and `s` again, arranged for kernels that scale several rows at once (see
+    /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
+    pub tile_d: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
+    pub tile_s: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
 }
 
 /// Where the values of a group of [`Q8_GROUP`] blocks sit in its 128 bytes.
@@ -30,7 +34,7 @@ pub enum Q8Layout {
     /// Block after block, each in element order.
     #[default]
     Blocks,
-    /// For the AVX-512 kernels: the 16 elements each of the eight half-block sums adds up lie
+    /// For the AVX2 and AVX-512 kernels: the 16 elements each of the eight half-block sums adds up lie
     /// in the same four-byte lane of the group's two 64-byte halves at lane `l` and `l + 8`
     /// (see [`interleaved_position`]), so two accumulating VNNI products and one add of a
     /// register's halves leave the sums in the scalar kernel's order: the reduction costs each
@@ -56,7 +60,32 @@ impl Q8Rows {
             d: &self.d,
             s: &self.s,
             layout: self.layout,
+            tile_d: &self.tile_d,
+            tile_s: &self.tile_s,
         }
+    }
+
+    /// Copies `d` and `s` (rows of `row_blocks` blocks) into `tile_d` and `tile_s`, tile by tile
+    /// of [`TILE`] rows, and in a tile group by group with the tile's rows side by side: the
+    /// scales of four rows' group are then 16 consecutive f32, one 512-bit multiply by the
+    /// weights' scales, where one row at a time took a load, a multiply and a shuffle each.
+    pub fn arrange_tile_scales(&mut self, row_blocks: usize) {
+        let rows = self.d.len() / row_blocks.max(1);
+        let groups = row_blocks / Q8_GROUP;
+        let (mut tile_d, mut tile_s) = (Vec::with_capacity(self.d.len()), Vec::new());
+        tile_s.reserve(self.s.len());
+        for t0 in (0..rows).step_by(TILE) {
+            let tile = TILE.min(rows - t0);
+            for g in 0..groups {
+                for t in t0..t0 + tile {
+                    let at = t * row_blocks + g * Q8_GROUP;
+                    tile_d.extend_from_slice(&self.d[at..at + Q8_GROUP]);
+                    tile_s.extend_from_slice(&self.s[at..at + Q8_GROUP]);
+                }
+            }
+        }
+        self.tile_d = tile_d;
+        self.tile_s = tile_s;
     }
 }
 
@@ -68,6 +97,9 @@ pub struct Q8Slice<'a> {
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub layout: Q8Layout,
+    /// A tile's part of [`Q8Rows::tile_d`] and [`Q8Rows::tile_s`] (empty when not arranged).
+    pub tile_d: &'a [f32], // [groups][rows][Q8_GROUP]
+    pub tile_s: &'a [f32], // [groups][rows][Q8_GROUP]
 }
 
 impl<'a> Q8Slice<'a> {
@@ -79,13 +111,19 @@ impl<'a> Q8Slice<'a> {
         self.qs.is_empty()
     }
 
-    /// Blocks `range`.
-    pub fn blocks(&self, range: std::ops::Range<usize>) -> Q8Slice<'a> {
+    /// The tile of rows `first..first + count` (`first` a multiple of [`TILE`], `count` at
+    /// most [`TILE`]), rows of `row_blocks` blocks.
+    pub fn tile(&self, first: usize, count: usize, row_blocks: usize) -> Q8Slice<'a> {
+        debug_assert!(first.is_multiple_of(TILE) && count <= TILE);
+        let range = first * row_blocks..(first + count) * row_blocks;
+        let scales = |v: &'a [f32]| if v.is_empty() { v } else { &v[range.clone()] };
         Q8Slice {
             qs: &self.qs[range.clone()],
             d: &self.d[range.clone()],
-            s: &self.s[range],
+            s: &self.s[range.clone()],
             layout: self.layout,
+            tile_d: scales(self.tile_d),
+            tile_s: scales(self.tile_s),
         }
     }
 
@@ -274,6 +312,9 @@ impl<'a> Activations<'a> {
         if self.q8.qs.is_empty() {
             for row in self.rows.chunks_exact(self.cols) {
                 quantize_q8_for(kernels, row, &mut self.q8);
+            }
+            if self.n > 1 && kernels.scales_by_tile() {
+                self.q8.arrange_tile_scales(q8_blocks_per_row(self.cols));
             }
         }
         self.q8.as_slice()

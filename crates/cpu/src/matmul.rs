@@ -253,7 +253,7 @@ fn compute_rows(
             }
             WeightFormat::Q32(f) => {
                 let nb = q8_blocks_per_row(w.cols);
-                kernels.q32_rows(f, w_rows, rb, x.q8.blocks(t.start * nb..t.end * nb), out)
+                kernels.q32_rows(f, w_rows, rb, x.q8.tile(t.start, tile, nb), out)
             }
             WeightFormat::K(f) => {
                 let nb = w.cols / 256;

@@ -221,3 +221,46 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
         }
     }
 }
+
+/// A tile whose activation scales were not arranged by tile (only `Activations` arranges them)
+/// gives the same bits as one whose were, on every format and tile size.
+#[test]
+fn q32_products_do_not_depend_on_the_scales_arrangement() {
+    use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Q8Rows};
+    use runahead_cpu::formats::Q32Format;
+    use runahead_cpu::kernels::Out;
+    let (rows, cols) = (7, 576);
+    for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {
+        for format in [
+            Q32Format::Q4_0,
+            Q32Format::Q4_1,
+            Q32Format::Q5_0,
+            Q32Format::Q5_1,
+            Q32Format::Q8_0,
+        ] {
+            let w = random_matrix(WeightFormat::Q32(format), rows, cols, 7);
+            for n in 1..=8 {
+                let x = random_input(n, cols, 3 + n as u64);
+                let mut q = Q8Rows::default();
+                for row in x.chunks_exact(cols) {
+                    quantize_q8_for(kernels, row, &mut q);
+                }
+                let mut arranged = q.clone();
+                arranged.arrange_tile_scales(q8_blocks_per_row(cols));
+                let product = |q: &Q8Rows| {
+                    let mut values = vec![0f32; rows * n];
+                    let out = Out {
+                        values: &mut values,
+                        stride: n,
+                        tile: n,
+                    };
+                    let rb = w.len() / rows;
+                    kernels.q32_rows(format, &w, rb, q.as_slice(), out);
+                    values
+                };
+                let what = format!("{:?} {format:?}, {n} rows", kernels.isa());
+                assert_bits_eq(&product(&q), &product(&arranged), &what);
+            }
+        }
+    }
+}

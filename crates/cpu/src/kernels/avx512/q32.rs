@@ -108,20 +108,62 @@ fn group<const F: u8>(
     (interleave_q8_0(ab, cd), dw, mw)
 }
 
+/// `N` f32 from the front of `v` (a tile's scales).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+fn front<const N: usize>(v: &[f32]) -> &[f32; N] {
+    match v.first_chunk::<N>() {
+        Some(c) => c,
+        None => &[0.0; N], // unreachable: the tile's arrays hold every row's scales
+    }
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
     debug_assert_eq!(x.layout, Q8Layout::Interleaved);
     let format = format(F);
     let bb = format.block_bytes();
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
-                              // [d0..d3, d0..d3] of the first row, then of the second.
-    let spread = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7);
+    // (A tile of one row's arrangement is its own layout: nothing to pick.)
+    let by_tile = T > 1 && x.tile_d.len() == x.d.len();
+    // A row's four scales of group `g` (`v`: d or s), and four rows' or two rows' side by side:
+    // one load where the tile's scales are arranged (Q8Rows::arrange_tile_scales).
+    let four = |v: &[f32], tv: &[f32], g: usize, t: usize| -> __m128 {
+        if by_tile {
+            load4(front(&tv[(g * T + t) * GROUP..]))
+        } else {
+            load4(front(&v[t * stride + g * GROUP..]))
+        }
+    };
+    let eight = |v: &[f32], tv: &[f32], g: usize, t: usize| -> __m256 {
+        if by_tile {
+            // SAFETY: eight readable f32 (checked by `front`).
+            unsafe { _mm256_loadu_ps(front::<8>(&tv[(g * T + t) * GROUP..]).as_ptr()) }
+        } else {
+            _mm256_set_m128(four(v, tv, g, t + 1), four(v, tv, g, t))
+        }
+    };
+    let sixteen = |v: &[f32], tv: &[f32], g: usize, t: usize| -> __m512 {
+        if by_tile {
+            // SAFETY: sixteen readable f32 (checked by `front`).
+            unsafe { _mm512_loadu_ps(front::<16>(&tv[(g * T + t) * GROUP..]).as_ptr()) }
+        } else {
+            let low = _mm512_castps_pd(_mm512_castps256_ps512(eight(v, tv, g, t)));
+            let high = _mm256_castps_pd(eight(v, tv, g, t + 2));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(low, high))
+        }
+    };
+    // Four rows' `d_w * d_x` to each pair's [first x2, second x2].
+    let first_pair = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7);
+    let second_pair = _mm512_setr_epi32(8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15);
     let mut padded = [0u8; GROUP * 34];
     for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
         // Rows of the tile two by two in 512-bit accumulators (lanes 0..8 the first row's
-        // eight lanes, 8..16 the second's: the same per-lane operations as one by one).
+        // eight lanes, 8..16 the second's: the same per-lane operations as one by one); the
+        // offsets' sums four rows at a time (`macc4`), then a pair, then one row.
         let mut acc2 = [_mm512_setzero_ps(); 4];
-        let mut macc2 = [_mm256_setzero_ps(); 4];
+        let mut macc4 = [_mm512_setzero_ps(); 2];
+        let mut macc2 = _mm256_setzero_ps();
         let mut acc1 = _mm256_setzero_ps();
         let mut macc1 = _mm_setzero_ps();
         for g in 0..stride / GROUP {
@@ -137,70 +179,98 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 _mm512_sub_epi32(_mm512_setzero_si512(), sums)
             };
             let w = Weights { halves, start };
-            let mw2 = _mm256_set_m128(mw, mw);
-            let at = |t: usize| {
+            let values = |t: usize| {
                 let row = t * stride + g * GROUP;
-                (
-                    <&[[i8; 32]; GROUP]>::try_from(&x.qs[row..row + GROUP]),
-                    <&[f32; GROUP]>::try_from(&x.d[row..row + GROUP]),
-                    <&[f32; GROUP]>::try_from(&x.s[row..row + GROUP]),
-                )
+                <&[[i8; 32]; GROUP]>::try_from(&x.qs[row..row + GROUP])
             };
-            for p in 0..T / 2 {
-                let ((Ok(y0), Ok(d0), Ok(s0)), (Ok(y1), Ok(d1), Ok(s1))) =
-                    (at(2 * p), at(2 * p + 1))
-                else {
-                    continue; // unreachable: the ranges have GROUP elements
+            // Lanes 0..8: the first row's half-block sums (its low and high 256 bits added),
+            // 8..16: the second's.
+            let pair_sums = |t: usize| {
+                let (Ok(y0), Ok(y1)) = (values(t), values(t + 1)) else {
+                    return _mm512_setzero_si512(); // unreachable: GROUP blocks each
                 };
-                // Lanes 0..8: the first row's half-block sums (its low and high 256 bits
-                // added), 8..16: the second's.
                 let (l0, l1) = (lane_sums::<F>(&w, y0), lane_sums::<F>(&w, y1));
-                let sums = _mm512_add_epi32(
+                _mm512_add_epi32(
                     _mm512_shuffle_i64x2::<0b01_00_01_00>(l0, l1),
                     _mm512_shuffle_i64x2::<0b11_10_11_10>(l0, l1),
-                );
-                let d8 = _mm256_set_m128(_mm_mul_ps(dw, load4(d1)), _mm_mul_ps(dw, load4(d0)));
-                let d16 = _mm512_permutexvar_ps(spread, _mm512_castps256_ps512(d8));
-                let scaled = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(sums));
+                )
+            };
+            let (dw4, mw4) = (_mm512_broadcast_f32x4(dw), _mm512_broadcast_f32x4(mw));
+            for (q, macc) in macc4.iter_mut().enumerate().take(T / 4) {
+                let dd = _mm512_mul_ps(dw4, sixteen(x.d, x.tile_d, g, 4 * q));
+                for (h, pick) in [first_pair, second_pair].into_iter().enumerate() {
+                    let p = 2 * q + h;
+                    let scaled = _mm512_mul_ps(
+                        _mm512_permutexvar_ps(pick, dd),
+                        _mm512_cvtepi32_ps(pair_sums(2 * p)),
+                    );
+                    acc2[p] = _mm512_add_ps(acc2[p], scaled);
+                }
+                if format.has_min() {
+                    let ms = _mm512_mul_ps(mw4, sixteen(x.s, x.tile_s, g, 4 * q));
+                    *macc = _mm512_add_ps(*macc, ms);
+                }
+            }
+            if T % 4 >= 2 {
+                let (p, t) = (T / 4 * 2, T / 4 * 4);
+                let dd = _mm256_mul_ps(_mm512_castps512_ps256(dw4), eight(x.d, x.tile_d, g, t));
+                let d16 = _mm512_permutexvar_ps(first_pair, _mm512_castps256_ps512(dd));
+                let scaled = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(pair_sums(t)));
                 acc2[p] = _mm512_add_ps(acc2[p], scaled);
                 if format.has_min() {
-                    let s8 = _mm256_set_m128(load4(s1), load4(s0));
-                    macc2[p] = _mm256_add_ps(macc2[p], _mm256_mul_ps(mw2, s8));
+                    let mw2 = _mm512_castps512_ps256(mw4);
+                    let ms = _mm256_mul_ps(mw2, eight(x.s, x.tile_s, g, t));
+                    macc2 = _mm256_add_ps(macc2, ms);
                 }
             }
             if T % 2 == 1 {
-                let (Ok(y), Ok(d), Ok(s)) = at(T - 1) else {
+                let Ok(y) = values(T - 1) else {
                     continue; // unreachable, as above
                 };
                 let l = lane_sums::<F>(&w, y);
                 let sums =
                     _mm256_add_epi32(_mm512_castsi512_si256(l), _mm512_extracti64x4_epi64::<1>(l));
-                let d4 = _mm_mul_ps(dw, load4(d));
+                let d4 = _mm_mul_ps(dw, four(x.d, x.tile_d, g, T - 1));
                 let scaled = _mm256_mul_ps(_mm256_set_m128(d4, d4), _mm256_cvtepi32_ps(sums));
                 acc1 = _mm256_add_ps(acc1, scaled);
                 if format.has_min() {
-                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, load4(s)));
+                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, four(x.s, x.tile_s, g, T - 1)));
                 }
             }
         }
         let o = out.row(r);
-        let mut finish = |t: usize, acc: __m256, macc: __m128| {
+        for (t, o) in o.iter_mut().enumerate().take(T) {
+            let acc = if t < T / 2 * 2 {
+                let a = acc2[t / 2];
+                if t % 2 == 0 {
+                    _mm512_castps512_ps256(a)
+                } else {
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))
+                }
+            } else {
+                acc1
+            };
+            let macc = if t < T / 4 * 4 {
+                let m = macc4[t / 4];
+                match t % 4 {
+                    0 => _mm512_extractf32x4_ps::<0>(m),
+                    1 => _mm512_extractf32x4_ps::<1>(m),
+                    2 => _mm512_extractf32x4_ps::<2>(m),
+                    _ => _mm512_extractf32x4_ps::<3>(m),
+                }
+            } else if t < T / 2 * 2 {
+                if t % 2 == 0 {
+                    _mm256_castps256_ps128(macc2)
+                } else {
+                    _mm256_extractf128_ps(macc2, 1)
+                }
+            } else {
+                macc1
+            };
             let mut m = [0f32; 4];
             // SAFETY: `m` holds four f32.
             unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc) };
-            o[t] = finish_q32(format, hsum8(&lanes(acc)), hsum4(&m));
-        };
-        for p in 0..T / 2 {
-            let (a, m) = (acc2[p], macc2[p]);
-            finish(2 * p, _mm512_castps512_ps256(a), _mm256_castps256_ps128(m));
-            finish(
-                2 * p + 1,
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)),
-                _mm256_extractf128_ps(m, 1),
-            );
-        }
-        if T % 2 == 1 {
-            finish(T - 1, acc1, macc1);
+            *o = finish_q32(format, hsum8(&lanes(acc)), hsum4(&m));
         }
     }
 }
