@@ -118,21 +118,32 @@ fn load128(bytes: &[u8]) -> (__m512i, __m512i) {
     // SAFETY: a masked load reads only the bytes its mask selects (the others are neither read
     // nor faulting), and the masks select bytes inside `bytes`.
     unsafe {
+        if n >= 128 {
+            // Plain loads where the bytes are there (masked ones cost more).
+            let p = p as *const __m512i;
+            return (_mm512_loadu_si512(p), _mm512_loadu_si512(p.add(1)));
+        }
+        let lo = if n >= 64 {
+            _mm512_loadu_si512(p as *const __m512i)
+        } else {
+            _mm512_maskz_loadu_epi8(mask(n), p)
+        };
         (
-            _mm512_maskz_loadu_epi8(mask(n), p),
+            lo,
             _mm512_maskz_loadu_epi8(mask(n.saturating_sub(64)), p.wrapping_add(64)),
         )
     }
 }
 
-/// Decodes the blocks of `group` (whole blocks, at most [`GROUP`]; missing ones read as zero
-/// bytes, whose scale is 0, as the scalar kernel's empty blocks). Not for Q8_0 (136 bytes a
-/// group: see [`interleave_q8_0`]).
+/// Decodes the group at the front of `rest` (a row from the group on: the bytes after the
+/// group are read, not used). A row's last group may have fewer than [`GROUP`] blocks: the
+/// missing ones read as zero bytes, whose scale is 0, as the scalar kernel's empty blocks. Not
+/// for Q8_0 (136 bytes a group: see [`interleave_q8_0`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-pub(super) fn decode_group<const F: u8>(group: &[u8]) -> Group {
-    debug_assert!(F != Q8_0 && group.len() <= GROUP * block_bytes(F));
-    let (lo, hi) = load128(group);
+pub(super) fn decode_group<const F: u8>(rest: &[u8]) -> Group {
+    debug_assert!(F != Q8_0);
+    let (lo, hi) = load128(rest);
     let pick = |ix: &[u8; 64]| _mm512_permutex2var_epi8(lo, load_table(ix), hi);
     let half = |h: usize| {
         let spread = pick(&Tables::<F>::NIBBLE[h]);
@@ -204,6 +215,14 @@ mod tests {
                 let part = &group[..blocks * bb];
                 // SAFETY: the test runs only where the features are present.
                 let got = unsafe { decode_group::<F>(part) };
+                if blocks == GROUP {
+                    // A row's bytes after the group (read by plain loads) change nothing.
+                    let mut row = group.clone();
+                    row.extend((0..64).map(|i| (i * 37 + 11) as u8));
+                    // SAFETY: as above.
+                    let again = unsafe { decode_group::<F>(&row) };
+                    assert_eq!(bytes(again.halves), bytes(got.halves), "{f:?}");
+                }
                 let (mut d, mut m) = ([0f32; 4], [0f32; 4]);
                 // SAFETY: four f32 each.
                 unsafe {

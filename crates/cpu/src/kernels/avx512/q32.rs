@@ -78,20 +78,21 @@ struct Weights {
     start: __m512i,
 }
 
-/// A group's weights in the interleaved order, and their blocks' scales and offsets (see
-/// [`decode_group`]); `group` holds up to [`GROUP`] whole blocks, the missing ones counting as
-/// zeros.
+/// The weights of the group at the front of `rest` (a row from the group on) in the
+/// interleaved order, and their blocks' scales and offsets (see [`decode_group`]); a row's
+/// last group may have fewer than [`GROUP`] blocks, the missing ones counting as zeros.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 fn group<const F: u8>(
-    group: &[u8],
+    rest: &[u8],
     padded: &mut [u8; GROUP * 34],
 ) -> ([__m512i; 2], __m128, __m128) {
     if F != Q8_0 {
-        let g = decode_group::<F>(group);
+        let g = decode_group::<F>(rest);
         return (g.halves, g.dw, g.mw);
     }
     let bb = block_bytes(F);
+    let group = &rest[..rest.len().min(GROUP * bb)];
     let group = match group.len() {
         n if n == GROUP * bb => group,
         n => {
@@ -167,9 +168,8 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
         let mut acc1 = _mm256_setzero_ps();
         let mut macc1 = _mm_setzero_ps();
         for g in 0..stride / GROUP {
-            let first = g * GROUP * bb;
-            let end = (first + GROUP * bb).min(w_row.len());
-            let (halves, dw, mw) = group::<F>(&w_row[first.min(end)..end], &mut padded);
+            let first = (g * GROUP * bb).min(w_row.len());
+            let (halves, dw, mw) = group::<F>(&w_row[first..], &mut padded);
             let start = if unsigned(F) {
                 _mm512_setzero_si512()
             } else {
