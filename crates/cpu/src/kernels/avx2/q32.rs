@@ -65,7 +65,7 @@ fn bytes_from_bits(bits: u32) -> __m256i {
 /// The values of one block as in [`scalar::decode_q32`]: 32 bytes in element order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn decode<const F: u8>(b: &[u8]) -> __m256i {
+fn decode<const F: u8>(b: &[u8]) -> __m256i {
     let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     match F {
         Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
@@ -87,7 +87,7 @@ pub(crate) fn decode<const F: u8>(b: &[u8]) -> __m256i {
 /// the four blocks of `group`, as four f32 each.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
+fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
     let bb = block_bytes(F);
     let group = &group[..GROUP * bb];
     // The first four bytes of each block: d in the low half, m in the high half.

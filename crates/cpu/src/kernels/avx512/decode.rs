@@ -184,6 +184,29 @@ pub(super) fn interleave_q8_0(ab: __m512i, cd: __m512i) -> [__m512i; 2] {
     ]
 }
 
+/// [`decode_group`] for Q8_0: a 32-byte load per block (its values are bytes as they are), the
+/// scales by one permute of the group's first 128 bytes (every block's `d` lies there).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
+pub(super) fn decode_q8_0_group(rest: &[u8]) -> Group {
+    let bb = block_bytes(Q8_0);
+    let blocks = rest.len().min(GROUP * bb) / bb;
+    let values = |k: usize| match rest.get(k * bb + 2..(k + 1) * bb) {
+        // SAFETY: 32 readable bytes; unaligned load.
+        Some(v) if k < blocks => unsafe { _mm256_loadu_si256(v.as_ptr() as *const __m256i) },
+        _ => _mm256_setzero_si256(), // a missing block of a row's last group
+    };
+    let ab = _mm512_inserti64x4(_mm512_castsi256_si512(values(0)), values(1), 1);
+    let cd = _mm512_inserti64x4(_mm512_castsi256_si512(values(2)), values(3), 1);
+    let (lo, hi) = load128(rest);
+    let heads = _mm512_permutex2var_epi8(lo, load_table(&Tables::<Q8_0>::SCALES), hi);
+    Group {
+        halves: interleave_q8_0(ab, cd),
+        dw: _mm_cvtph_ps(_mm512_castsi512_si128(heads)),
+        mw: _mm_setzero_ps(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

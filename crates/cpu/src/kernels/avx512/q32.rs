@@ -5,9 +5,8 @@ use std::arch::x86_64::*;
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::avx2::lanes;
-use crate::kernels::avx2::q32::{decode, scales4};
-use crate::kernels::avx512::decode::{decode_group, interleave_q8_0};
-use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
+use crate::kernels::avx512::decode::{decode_group, decode_q8_0_group};
+use crate::kernels::q32_ids::{format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
 
@@ -79,34 +78,17 @@ struct Weights {
 }
 
 /// The weights of the group at the front of `rest` (a row from the group on) in the
-/// interleaved order, and their blocks' scales and offsets (see [`decode_group`]); a row's
-/// last group may have fewer than [`GROUP`] blocks, the missing ones counting as zeros.
+/// interleaved order, and their blocks' scales and offsets; a row's last group may have fewer
+/// than [`GROUP`] blocks, the missing ones counting as zeros.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
-fn group<const F: u8>(
-    rest: &[u8],
-    padded: &mut [u8; GROUP * 34],
-) -> ([__m512i; 2], __m128, __m128) {
-    if F != Q8_0 {
-        let g = decode_group::<F>(rest);
-        return (g.halves, g.dw, g.mw);
-    }
-    let bb = block_bytes(F);
-    let group = &rest[..rest.len().min(GROUP * bb)];
-    let group = match group.len() {
-        n if n == GROUP * bb => group,
-        n => {
-            // Fewer than four blocks: zeros, as the scalar kernel's empty blocks.
-            padded.fill(0);
-            padded[..n].copy_from_slice(group);
-            &padded[..GROUP * bb]
-        }
+fn group<const F: u8>(rest: &[u8]) -> ([__m512i; 2], __m128, __m128) {
+    let g = if F == Q8_0 {
+        decode_q8_0_group(rest)
+    } else {
+        decode_group::<F>(rest)
     };
-    let block = |k: usize| decode::<F>(&group[k * bb..(k + 1) * bb]);
-    let ab = _mm512_inserti64x4(_mm512_castsi256_si512(block(0)), block(1), 1);
-    let cd = _mm512_inserti64x4(_mm512_castsi256_si512(block(2)), block(3), 1);
-    let (dw, mw) = scales4::<F>(group);
-    (interleave_q8_0(ab, cd), dw, mw)
+    (g.halves, g.dw, g.mw)
 }
 
 /// `N` f32 from the front of `v` (a tile's scales).
@@ -157,7 +139,6 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
     // Four rows' `d_w * d_x` to each pair's [first x2, second x2].
     let first_pair = _mm512_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7);
     let second_pair = _mm512_setr_epi32(8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 12, 13, 14, 15);
-    let mut padded = [0u8; GROUP * 34];
     for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
         // Rows of the tile two by two in 512-bit accumulators (lanes 0..8 the first row's
         // eight lanes, 8..16 the second's: the same per-lane operations as one by one); the
@@ -169,7 +150,7 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
         let mut macc1 = _mm_setzero_ps();
         for g in 0..stride / GROUP {
             let first = (g * GROUP * bb).min(w_row.len());
-            let (halves, dw, mw) = group::<F>(&w_row[first..], &mut padded);
+            let (halves, dw, mw) = group::<F>(&w_row[first..]);
             let start = if unsigned(F) {
                 _mm512_setzero_si512()
             } else {
