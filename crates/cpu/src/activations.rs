@@ -26,6 +26,15 @@ pub struct Q8Rows {
     /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
     pub tile_d: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
     pub tile_s: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
+    /// In [`Q8Layout::Interleaved`], per group: its four blocks' scales twice, one per
+    /// half-block sum lane (`[d0, d1, d2, d3, d0, d1, d2, d3]`), so an AVX2 kernel scales a
+    /// group's eight sums with one multiply; empty in [`Q8Layout::Blocks`].
+    pub d8: Vec<[f32; 8]>, // [groups]
+    /// In [`Q8Layout::Interleaved`], per group: the sum of the 16 values of each half-block sum
+    /// lane `l` (block `l % 4`, half `l / 4`), which a format whose weights are stored with an
+    /// offset (Q4_0: `q - 8`, Q5_0: `q - 16`) subtracts `offset` times from the unsigned
+    /// products; empty in [`Q8Layout::Blocks`].
+    pub ysum: Vec<[i32; 8]>, // [groups]
 }
 
 /// Where the values of a group of [`Q8_GROUP`] blocks sit in its 128 bytes.
@@ -62,6 +71,8 @@ impl Q8Rows {
             layout: self.layout,
             tile_d: &self.tile_d,
             tile_s: &self.tile_s,
+            d8: &self.d8,
+            ysum: &self.ysum,
         }
     }
 
@@ -100,6 +111,9 @@ pub struct Q8Slice<'a> {
     /// A tile's part of [`Q8Rows::tile_d`] and [`Q8Rows::tile_s`] (empty when not arranged).
     pub tile_d: &'a [f32], // [groups][rows][Q8_GROUP]
     pub tile_s: &'a [f32], // [groups][rows][Q8_GROUP]
+    /// See [`Q8Rows::d8`] and [`Q8Rows::ysum`] (empty unless interleaved).
+    pub d8: &'a [[f32; 8]], // [groups]
+    pub ysum: &'a [[i32; 8]], // [groups]
 }
 
 impl<'a> Q8Slice<'a> {
@@ -117,6 +131,7 @@ impl<'a> Q8Slice<'a> {
         debug_assert!(first.is_multiple_of(TILE) && count <= TILE);
         let range = first * row_blocks..(first + count) * row_blocks;
         let scales = |v: &'a [f32]| if v.is_empty() { v } else { &v[range.clone()] };
+        let groups = range.start / Q8_GROUP..range.end / Q8_GROUP;
         Q8Slice {
             qs: &self.qs[range.clone()],
             d: &self.d[range.clone()],
@@ -124,6 +139,16 @@ impl<'a> Q8Slice<'a> {
             layout: self.layout,
             tile_d: scales(self.tile_d),
             tile_s: scales(self.tile_s),
+            d8: if self.d8.is_empty() {
+                self.d8
+            } else {
+                &self.d8[groups.clone()]
+            },
+            ysum: if self.ysum.is_empty() {
+                self.ysum
+            } else {
+                &self.ysum[groups]
+            },
         }
     }
 
@@ -218,8 +243,30 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
         _ => quantize_q8_portable(x, out),
     }
     let first = out.qs.len() - q8_blocks_per_row(x.len());
-    kernels.arrange_q8(&mut out.qs[first..]);
     out.layout = kernels.q8_layout();
+    if out.layout == Q8Layout::Interleaved {
+        group_sums(
+            &out.qs[first..],
+            &out.d[first..],
+            &mut out.d8,
+            &mut out.ysum,
+        );
+    }
+    kernels.arrange_q8(&mut out.qs[first..]);
+}
+
+/// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of whole groups of blocks in element order.
+fn group_sums(qs: &[[i8; 32]], d: &[f32], d8: &mut Vec<[f32; 8]>, ysum: &mut Vec<[i32; 8]>) {
+    for (blocks, d) in qs.chunks_exact(Q8_GROUP).zip(d.chunks_exact(Q8_GROUP)) {
+        d8.push(std::array::from_fn(|l| d[l % Q8_GROUP]));
+        ysum.push(std::array::from_fn(|l| {
+            let half = l / Q8_GROUP * 16;
+            blocks[l % Q8_GROUP][half..half + 16]
+                .iter()
+                .map(|&v| v as i32)
+                .sum()
+        }));
+    }
 }
 
 /// [`quantize_q8_portable`] compiled for AVX2: the same IEEE operations, vectorized by the

@@ -156,7 +156,7 @@ impl Kernels {
     /// Whether [`Kernels::q32_rows`] wants a block's activation scales arranged by tile
     /// ([`crate::activations::Q8Rows::arrange_tile_scales`]) when it has several rows.
     pub fn scales_by_tile(self) -> bool {
-        self.isa == Isa::Avx512
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
     /// Rearranges whole groups of activation blocks from [`Q8Layout::Blocks`] to

@@ -1,14 +1,25 @@
 //! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time, in the
 //! interleaved layout ([`Q8Layout::Interleaved`]): the four registers of a group hold, at lane
 //! `l`, one quad each of half-block sum `l`, so the byte products of all four add up as 16-bit
-//! pairs and one `madd` leaves the half-block sums of [`scalar::q32_tile`] in its order. Each
-//! group then costs an activation row four byte products, three adds, one `madd`, one
-//! conversion, one multiply and one add; the weights' transpose into that layout is paid once
-//! per tile.
+//! pairs and one `madd` leaves the half-block sums of [`scalar::q32_tile`] in its order.
+//!
+//! What an activation row costs per group is what a verified draft token costs, so it is kept
+//! to the byte products and the float steps the definition needs: four byte products, three
+//! adds, one `madd`, one conversion, the scales' multiply (against [`Q8Rows::d8`], the row's
+//! scales already laid out per lane), one multiply and one add. The 4- and 5-bit formats all
+//! multiply unsigned weights: Q4_0 and Q5_0 (stored as `q - 8`, `q - 16`) take their offset back
+//! out of the exact integer sums with the activations' lane sums ([`Q8Rows::ysum`]), two
+//! instructions where flipping the activations' signs took four; the offsets' products of Q4_1
+//! and Q5_1 are summed two rows to a register after the group loop, so that the tile's eight
+//! accumulators, the weights and the constants fit the sixteen registers. The weights'
+//! decoding and transpose into the layout is paid once per tile.
+//!
+//! [`Q8Rows::d8`]: crate::activations::Q8Rows::d8
+//! [`Q8Rows::ysum`]: crate::activations::Q8Rows::ysum
 
 use std::arch::x86_64::*;
 
-use super::{lanes, load32, load32_i8};
+use super::{lanes, load32};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
@@ -32,14 +43,21 @@ pub unsafe fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out
     }
 }
 
+/// 16 bytes from `b[..16]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load16(b: &[u8]) -> __m128i {
+    assert!(b.len() >= 16);
+    // SAFETY: 16 readable bytes (checked); unaligned load.
+    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
+}
+
 /// The 32 nibbles of `qs[..16]` as bytes in element order: low nibbles (elements 0..16),
 /// then high nibbles (16..32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nibbles(qs: &[u8]) -> __m256i {
-    assert!(qs.len() >= 16);
-    // SAFETY: 16 readable bytes (checked).
-    let low = unsafe { _mm_loadu_si128(qs.as_ptr() as *const __m128i) };
+    let low = load16(qs);
     let both = _mm256_set_m128i(_mm_srli_epi16(low, 4), low);
     _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
 }
@@ -62,47 +80,21 @@ fn bytes_from_bits(bits: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
 }
 
-/// The values of one block as in [`scalar::decode_q32`]: 32 bytes in element order.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn decode<const F: u8>(b: &[u8]) -> __m256i {
-    let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-    match F {
-        Q4_0 => _mm256_sub_epi8(nibbles(&b[2..18]), _mm256_set1_epi8(8)),
-        Q4_1 => nibbles(&b[4..20]),
-        Q5_0 => {
-            // (nibble | fifth << 4) - 16: OR 0xf0 (= -16 + nibble) where the fifth bit is clear.
-            let high = _mm256_andnot_si256(bytes_from_bits(u32_at(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(nibbles(&b[6..22]), high)
-        }
-        Q5_1 => {
-            let high = _mm256_and_si256(bytes_from_bits(u32_at(4)), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(nibbles(&b[8..24]), high)
-        }
-        _ => load32(&b[2..34]),
-    }
+/// Whether format `F`'s weights are stored with an offset that the kernel takes out of the
+/// integer sums (`q - 8`, `q - 16`), multiplying the unsigned `q`.
+const fn offset(f: u8) -> bool {
+    f == Q4_0 || f == Q5_0
 }
 
-/// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
-/// the four blocks of `group`, as four f32 each.
+/// A 5-bit block's 32 unsigned values (nibble and fifth bit, without Q5_0's offset of 16) in
+/// element order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
-    let bb = block_bytes(F);
-    let group = &group[..GROUP * bb];
-    // The first four bytes of each block: d in the low half, m in the high half.
-    let head = |k: usize| {
-        let h = &group[k * bb..k * bb + 4];
-        i32::from_le_bytes([h[0], h[1], h[2], h[3]])
-    };
-    let heads = _mm_set_epi32(head(3), head(2), head(1), head(0));
-    // Bytes 0..8: the four d; bytes 8..16: the four m.
-    let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-    let halves = _mm_shuffle_epi8(heads, split);
-    (
-        _mm_cvtph_ps(halves),
-        _mm_cvtph_ps(_mm_unpackhi_epi64(halves, halves)),
-    )
+fn five_bits<const F: u8>(b: &[u8]) -> __m256i {
+    let (qh, qs) = if F == Q5_0 { (2, 6) } else { (4, 8) };
+    let bits = u32::from_le_bytes([b[qh], b[qh + 1], b[qh + 2], b[qh + 3]]);
+    let high = _mm256_and_si256(bytes_from_bits(bits), _mm256_set1_epi8(0x10));
+    _mm256_or_si256(nibbles(&b[qs..]), high)
 }
 
 /// Four blocks in element order to the interleaved layout: register `q` takes quad `q` of each
@@ -146,50 +138,119 @@ pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]]) {
     }
 }
 
-/// Four f32 from `v[..4]`.
+/// A group's weights (`group`: its four blocks' bytes) in the interleaved layout: unsigned for
+/// the 4- and 5-bit formats, signed for Q8_0.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn load4(v: &[f32; GROUP]) -> __m128 {
-    // SAFETY: four readable f32.
-    unsafe { _mm_loadu_ps(v.as_ptr()) }
+fn decode_group<const F: u8>(group: &[u8]) -> [__m256i; GROUP] {
+    let bb = block_bytes(F);
+    let b = &group[..GROUP * bb];
+    match F {
+        Q4_0 | Q4_1 => {
+            // (Transposing the nibbles' words across the blocks before splitting them, with
+            // 64- and 128-bit permutes, measured slower than this.)
+            let qs = if F == Q4_0 { 2 } else { 4 };
+            interleave([
+                nibbles(&b[qs..]),
+                nibbles(&b[bb + qs..]),
+                nibbles(&b[2 * bb + qs..]),
+                nibbles(&b[3 * bb + qs..]),
+            ])
+        }
+        Q5_0 | Q5_1 => interleave([
+            five_bits::<F>(&b[..bb]),
+            five_bits::<F>(&b[bb..2 * bb]),
+            five_bits::<F>(&b[2 * bb..3 * bb]),
+            five_bits::<F>(&b[3 * bb..]),
+        ]),
+        _ => interleave([
+            load32(&b[2..]),
+            load32(&b[bb + 2..]),
+            load32(&b[2 * bb + 2..]),
+            load32(&b[3 * bb + 2..]),
+        ]),
+    }
+}
+
+/// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
+/// the four blocks of `group`, as four f32 each.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
+    let bb = block_bytes(F);
+    let group = &group[..GROUP * bb];
+    // The first four bytes of each block: d in the low half, m in the high half.
+    let head = |k: usize| {
+        let h = &group[k * bb..k * bb + 4];
+        i32::from_le_bytes([h[0], h[1], h[2], h[3]])
+    };
+    let heads = _mm_set_epi32(head(3), head(2), head(1), head(0));
+    // Bytes 0..8: the four d; bytes 8..16: the four m.
+    let split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    let halves = _mm_shuffle_epi8(heads, split);
+    (
+        _mm_cvtph_ps(halves),
+        _mm_cvtph_ps(_mm_unpackhi_epi64(halves, halves)),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
     let format = format(F);
-    let signed = !format.has_min();
+    let has_min = format.has_min();
     let bb = block_bytes(F);
     debug_assert_eq!(x.layout, Q8Layout::Interleaved);
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
-                              // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
-                              // (scale 0 against padded activations of 0: exactly the scalar kernel's empty blocks).
+    let groups = stride / GROUP;
+    // Every read of the activations below is in bounds by these (`T * groups` groups each).
+    assert!(
+        x.qs.len() == T * groups * GROUP
+            && x.d8.len() == T * groups
+            && (!offset(F) || x.ysum.len() == T * groups)
+            && x.s.len() == T * stride,
+        "activations of {T} rows of {groups} groups"
+    );
+    let qs = x.qs.as_ptr() as *const __m256i; // [T][groups][GROUP]
+    let d8 = x.d8.as_ptr() as *const __m256; // [T][groups]
+                                             // The offsets' activation scales, two rows to eight f32 where the tile's are arranged
+                                             // (Q8Rows::arrange_tile_scales: [groups][T][GROUP]), else each row's own ([T][groups][GROUP]).
+    let arranged = T > 1 && x.tile_s.len() == x.s.len();
+    let s = if arranged { x.tile_s } else { x.s }.as_ptr();
+    let s_at = |g: usize, t: usize| {
+        if arranged {
+            (g * T + t) * GROUP
+        } else {
+            (t * groups + g) * GROUP
+        }
+    };
+    let ones = _mm256_set1_epi16(1);
+    // A row's last group when it has fewer than four blocks (the same count in every row):
+    // the blocks it has, then zeros (scale 0 against padded activations of 0: exactly the
+    // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
+    let present = row_bytes / bb % GROUP;
     let mut padded = [0u8; GROUP * 34];
     for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
         let mut acc = [_mm256_setzero_ps(); T];
-        let mut macc = [_mm_setzero_ps(); T];
-        for g in 0..stride / GROUP {
+        // Offsets' sums: rows 2p and 2p + 1 in the halves of `macc2[p]`, an odd last row in
+        // `macc1`.
+        let mut macc2 = [_mm256_setzero_ps(); 4];
+        let mut macc1 = _mm_setzero_ps();
+        for g in 0..groups {
             let first = g * GROUP * bb;
-            let group = match w_row.get(first..first + GROUP * bb) {
+            let b = match w_row.get(first..first + GROUP * bb) {
                 Some(whole) => whole,
                 None => {
-                    let part = &w_row[first.min(w_row.len())..];
-                    padded.fill(0);
-                    padded[..part.len()].copy_from_slice(part);
+                    // Block by block: copies of a size known at compile time, no call.
+                    for k in 0..present {
+                        let at = first + k * bb;
+                        padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
+                    }
                     &padded[..GROUP * bb]
                 }
             };
-            // Decoded and interleaved once for the tile; for signed formats `w` gives the
-            // activations its sign and `abs_w` the magnitudes.
-            let block = |k: usize| &group[k * bb..(k + 1) * bb];
-            // (Arrays written out: a closure passed to `from_fn` or `map` is compiled without
-            // the target features, so nothing SIMD inlines into it.)
-            let w = interleave([
-                decode::<F>(block(0)),
-                decode::<F>(block(1)),
-                decode::<F>(block(2)),
-                decode::<F>(block(3)),
-            ]);
-            let abs_w = if signed {
+            let w = decode_group::<F>(b);
+            // Q8_0: magnitudes against activations given the weights' signs.
+            let abs_w = if F == Q8_0 {
                 [
                     _mm256_sign_epi8(w[0], w[0]),
                     _mm256_sign_epi8(w[1], w[1]),
@@ -199,49 +260,96 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             } else {
                 w
             };
-            let (dw, mw) = scales4::<F>(group);
-            for t in 0..T {
-                let row = t * stride + g * GROUP;
-                let (Ok(ys), Ok(dx), Ok(sx)) = (
-                    <&[[i8; 32]; GROUP]>::try_from(&x.qs[row..row + GROUP]),
-                    <&[f32; GROUP]>::try_from(&x.d[row..row + GROUP]),
-                    <&[f32; GROUP]>::try_from(&x.s[row..row + GROUP]),
-                ) else {
-                    continue; // unreachable: the ranges have GROUP elements
-                };
-                let products = |c: usize| {
-                    let y = load32_i8(&ys[c]);
-                    let y = if signed { _mm256_sign_epi8(y, w[c]) } else { y };
-                    _mm256_maddubs_epi16(abs_w[c], y)
-                };
-                let (p0, p1, p2, p3) = (products(0), products(1), products(2), products(3));
-                let ones = _mm256_set1_epi16(1);
-                let halves = if F == Q8_0 {
+            let (dw, mw) = scales4::<F>(b);
+            let dw8 = _mm256_set_m128(dw, dw);
+            if has_min {
+                let mw2 = _mm256_set_m128(mw, mw);
+                for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
+                    // SAFETY: rows 2p and 2p + 1 of group g: in bounds (asserted above), and
+                    // side by side where arranged.
+                    let s8 = unsafe {
+                        if arranged {
+                            _mm256_loadu_ps(s.add(s_at(g, 2 * p)))
+                        } else {
+                            _mm256_set_m128(
+                                _mm_loadu_ps(s.add(s_at(g, 2 * p + 1))),
+                                _mm_loadu_ps(s.add(s_at(g, 2 * p))),
+                            )
+                        }
+                    };
+                    *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
+                }
+                if T % 2 == 1 {
+                    // SAFETY: as above.
+                    let s4 = unsafe { _mm_loadu_ps(s.add(s_at(g, T - 1))) };
+                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, s4));
+                }
+            }
+            for (t, acc) in acc.iter_mut().enumerate() {
+                let at = t * groups + g;
+                // SAFETY: `at < T * groups` (asserted above): group `at` of `qs` and `d8`.
+                let (y, d8) = unsafe { (qs.add(at * GROUP), d8.add(at)) };
+                // SAFETY: as above, unaligned loads.
+                let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
+                let sums = if F == Q8_0 {
                     // |w| up to 128: a pair sum takes most of i16, so each widens alone.
-                    let wide = |p| _mm256_madd_epi16(p, ones);
+                    let wide = |c: usize| {
+                        let p = _mm256_maddubs_epi16(abs_w[c], _mm256_sign_epi8(y(c), w[c]));
+                        _mm256_madd_epi16(p, ones)
+                    };
                     _mm256_add_epi32(
-                        _mm256_add_epi32(wide(p0), wide(p1)),
-                        _mm256_add_epi32(wide(p2), wide(p3)),
+                        _mm256_add_epi32(wide(0), wide(1)),
+                        _mm256_add_epi32(wide(2), wide(3)),
                     )
                 } else {
-                    // |w| <= 31: four pair sums stay under 4 * 2 * 31 * 127 = 31,496 < 2^15.
-                    let p = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
-                    _mm256_madd_epi16(p, ones)
+                    // Weights 0..31: four pair sums stay under 4 * 2 * 31 * 127 < 2^15.
+                    let p = _mm256_add_epi16(
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(w[0], y(0)),
+                            _mm256_maddubs_epi16(w[1], y(1)),
+                        ),
+                        _mm256_add_epi16(
+                            _mm256_maddubs_epi16(w[2], y(2)),
+                            _mm256_maddubs_epi16(w[3], y(3)),
+                        ),
+                    );
+                    let sums = _mm256_madd_epi16(p, ones);
+                    if offset(F) {
+                        // SAFETY: as above (offset formats have `T * groups` of them).
+                        let ys = unsafe {
+                            _mm256_loadu_si256(x.ysum.as_ptr().add(at) as *const __m256i)
+                        };
+                        let off = if F == Q4_0 {
+                            _mm256_slli_epi32::<3>(ys)
+                        } else {
+                            _mm256_slli_epi32::<4>(ys)
+                        };
+                        _mm256_sub_epi32(sums, off)
+                    } else {
+                        sums
+                    }
                 };
-                let d4 = _mm_mul_ps(dw, load4(dx));
-                let d8 = _mm256_set_m128(d4, d4);
-                acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(d8, _mm256_cvtepi32_ps(halves)));
-                if format.has_min() {
-                    macc[t] = _mm_add_ps(macc[t], _mm_mul_ps(mw, load4(sx)));
-                }
+                // SAFETY: as above.
+                let dd = _mm256_mul_ps(dw8, unsafe { _mm256_loadu_ps(d8 as *const f32) });
+                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums)));
             }
         }
         let o = out.row(r);
-        for t in 0..T {
+        for (t, (o, acc)) in o.iter_mut().zip(acc).enumerate() {
+            let macc = if t < T / 2 * 2 {
+                let m = macc2[t / 2];
+                if t % 2 == 0 {
+                    _mm256_castps256_ps128(m)
+                } else {
+                    _mm256_extractf128_ps::<1>(m)
+                }
+            } else {
+                macc1
+            };
             let mut m = [0f32; 4];
             // SAFETY: `m` holds four f32.
-            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc[t]) };
-            o[t] = finish_q32(format, hsum8(&lanes(acc[t])), hsum4(&m));
+            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc) };
+            *o = finish_q32(format, hsum8(&lanes(acc)), hsum4(&m));
         }
     }
 }
