@@ -7,6 +7,7 @@ use std::time::Instant;
 use runahead_cpu::activations::Activations;
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::{matmul, Matrix};
+use runahead_cpu::packed::Layout;
 use runahead_cpu::pool::with_team;
 use runahead_cpu::{Isa, Kernels};
 use runahead_gguf::GgmlType;
@@ -45,6 +46,12 @@ fn main() {
         }
         let bytes = random_blocks(ty, rows * cols, 0.05, &mut rng);
         let w = Matrix::new("w", format, rows, cols, &bytes).expect("shape");
+        // In the order the engine multiplies (packed where the kernels pack the format).
+        let packed = kernels.pack(format, &bytes, bytes.len() / rows);
+        let w = match &packed {
+            Some(p) => w.rearranged(p, Layout::Packed),
+            None => w,
+        };
         let mut line = format!("{ty:>5}:");
         let mut one = 0.0;
         let ns: Vec<usize> = match std::env::var("KERNEL_COST_ROWS") {

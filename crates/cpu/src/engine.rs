@@ -50,7 +50,7 @@ pub fn default_threads() -> usize {
 impl CpuEngine {
     /// Prepares `file`'s model; its matrices are read from the file's bytes at every forward.
     pub fn load(file: Arc<GgufFile>, options: &CpuOptions) -> Result<Self> {
-        let weights = Weights::load(&file)?;
+        let mut weights = Weights::load(&file)?;
         let config = weights.config.clone();
         let capacity = options
             .context
@@ -67,6 +67,7 @@ impl CpuEngine {
             None => Kernels::best(),
             Some(isa) => Kernels::new(isa).ok_or(CpuError::KernelsUnavailable(isa.name()))?,
         };
+        weights.pack(&file, kernels);
         Ok(CpuEngine {
             rope: Rope::new(&config),
             cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),

@@ -100,7 +100,7 @@ impl Q32Format {
 
     /// Whether a block carries an offset `m` (x = q * d + m), which adds `m * sum(x)` to a
     /// product.
-    pub fn has_min(self) -> bool {
+    pub const fn has_min(self) -> bool {
         matches!(self, Q32Format::Q4_1 | Q32Format::Q5_1)
     }
 }

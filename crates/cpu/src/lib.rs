@@ -16,6 +16,7 @@ pub mod kernels;
 mod kv_cache;
 pub mod matmul;
 mod ops;
+pub mod packed;
 mod parallel;
 pub mod pool;
 mod weights;

@@ -9,6 +9,7 @@ use crate::activations::{q8_blocks_per_row, Activations};
 use crate::error::CpuError;
 use crate::formats::WeightFormat;
 use crate::kernels::{Kernels, Out, TILE};
+use crate::packed::Layout;
 use crate::parallel;
 use crate::pool::Team;
 
@@ -20,6 +21,8 @@ pub struct Matrix<'a> {
     pub rows: usize,
     pub cols: usize,
     pub bytes: &'a [u8], // [rows, row_bytes]
+    /// The order of each row's bytes ([`Layout::Packed`] only for 32-element block formats).
+    pub layout: Layout,
 }
 
 impl<'a> Matrix<'a> {
@@ -51,7 +54,18 @@ impl<'a> Matrix<'a> {
             rows,
             cols,
             bytes,
+            layout: Layout::Gguf,
         })
+    }
+
+    /// The same matrix over `bytes`, the rows of `self.bytes` rearranged to `layout` (same size).
+    pub fn rearranged(self, bytes: &'a [u8], layout: Layout) -> Self {
+        debug_assert_eq!(bytes.len(), self.bytes.len());
+        Matrix {
+            bytes,
+            layout,
+            ..self
+        }
     }
 
     pub fn row_bytes(&self) -> usize {
@@ -253,7 +267,7 @@ fn compute_rows(
             }
             WeightFormat::Q32(f) => {
                 let nb = q8_blocks_per_row(w.cols);
-                kernels.q32_rows(f, w_rows, rb, x.q8.tile(t.start, tile, nb), out)
+                kernels.q32_rows(f, w.layout, w_rows, rb, x.q8.tile(t.start, tile, nb), out)
             }
             WeightFormat::K(f) => {
                 let nb = w.cols / 256;

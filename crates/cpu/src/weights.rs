@@ -1,11 +1,17 @@
 //! The model's tensors as the engine uses them: matrices stay in the file's bytes (described
-//! here, borrowed at each product), norms and biases are decoded to f32 (a few KiB).
+//! here, borrowed at each product) or, for kernels that multiply a rearranged order, in a copy
+//! of the same size ([`crate::packed`]); norms and biases are decoded to f32 (a few KiB).
 
 use runahead_gguf::{GgufFile, TensorInfo};
 use runahead_model::{ModelConfig, ModelError, Result, TensorNames};
 
 use crate::formats::WeightFormat;
+use crate::kernels::Kernels;
 use crate::matmul::Matrix;
+use crate::packed::Layout;
+
+/// Bytes packed between releases of the file's pages.
+const PACK_BYTES: usize = 1 << 20;
 
 /// A weight matrix checked at load: `rows` output features of `cols` inputs in `format`.
 pub struct MatrixRef {
@@ -13,16 +19,44 @@ pub struct MatrixRef {
     pub rows: usize,
     pub cols: usize,
     info: TensorInfo,
+    /// The file's bytes in [`Layout::Packed`], where the kernels take that order.
+    packed: Option<Vec<u8>>,
 }
 
 impl MatrixRef {
-    /// The matrix over the file's bytes.
-    pub fn view<'a>(&self, file: &'a GgufFile) -> Matrix<'a> {
-        Matrix {
+    /// Rearranges the matrix for `kernels` when they multiply another order than the file's,
+    /// a few rows at a time, letting the file's pages go as it goes (they are read again only
+    /// if something else reads them): the process never holds much more than one copy.
+    fn pack(&mut self, file: &GgufFile, kernels: Kernels) {
+        let bytes = file.tensor_bytes(&self.info);
+        let row_bytes = bytes.len() / self.rows;
+        if !kernels.packs(self.format) || row_bytes == 0 {
+            return;
+        }
+        let chunk = row_bytes * (PACK_BYTES / row_bytes).max(1);
+        let mut packed = Vec::with_capacity(bytes.len());
+        for rows in bytes.chunks(chunk) {
+            match kernels.pack(self.format, rows, row_bytes) {
+                Some(p) => packed.extend_from_slice(&p),
+                None => return,
+            }
+            file.release_pages(rows);
+        }
+        self.packed = Some(packed);
+    }
+
+    /// The matrix over the file's bytes (or their packed copy).
+    pub fn view<'a>(&'a self, file: &'a GgufFile) -> Matrix<'a> {
+        let matrix = Matrix {
             format: self.format,
             rows: self.rows,
             cols: self.cols,
             bytes: file.tensor_bytes(&self.info),
+            layout: Layout::Gguf,
+        };
+        match &self.packed {
+            Some(bytes) => matrix.rearranged(bytes, Layout::Packed),
+            None => matrix,
         }
     }
 
@@ -112,6 +146,28 @@ impl Weights {
         })
     }
 
+    /// Rearranges every matrix the kernels multiply in another order than the file's (see
+    /// [`crate::packed`]); the token embedding's rows are still read from the file.
+    pub fn pack(&mut self, file: &GgufFile, kernels: Kernels) {
+        for l in &mut self.layers {
+            for m in [
+                &mut l.wq,
+                &mut l.wk,
+                &mut l.wv,
+                &mut l.wo,
+                &mut l.w_gate,
+                &mut l.w_up,
+                &mut l.w_down,
+            ] {
+                m.pack(file, kernels);
+            }
+        }
+        match &mut self.output {
+            Some(output) => output.pack(file, kernels),
+            None => self.token_embd.pack(file, kernels),
+        }
+    }
+
     /// The output projection (the token embedding when tied).
     pub fn output(&self) -> &MatrixRef {
         self.output.as_ref().unwrap_or(&self.token_embd)
@@ -155,5 +211,6 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         rows,
         cols,
         info: info.clone(),
+        packed: None,
     })
 }

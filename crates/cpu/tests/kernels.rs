@@ -229,6 +229,7 @@ fn q32_products_do_not_depend_on_the_scales_arrangement() {
     use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Q8Rows};
     use runahead_cpu::formats::Q32Format;
     use runahead_cpu::kernels::Out;
+    use runahead_cpu::packed::Layout;
     let (rows, cols) = (7, 576);
     for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {
         for format in [
@@ -247,19 +248,24 @@ fn q32_products_do_not_depend_on_the_scales_arrangement() {
                 }
                 let mut arranged = q.clone();
                 arranged.arrange_tile_scales(q8_blocks_per_row(cols));
-                let product = |q: &Q8Rows| {
-                    let mut values = vec![0f32; rows * n];
-                    let out = Out {
-                        values: &mut values,
-                        stride: n,
-                        tile: n,
+                let rb = w.len() / rows;
+                let packed = kernels.pack(WeightFormat::Q32(format), &w, rb);
+                let mut layouts = vec![(Layout::Gguf, &w)];
+                layouts.extend(packed.as_ref().map(|p| (Layout::Packed, p)));
+                for (layout, w) in layouts {
+                    let product = |q: &Q8Rows| {
+                        let mut values = vec![0f32; rows * n];
+                        let out = Out {
+                            values: &mut values,
+                            stride: n,
+                            tile: n,
+                        };
+                        kernels.q32_rows(format, layout, w, rb, q.as_slice(), out);
+                        values
                     };
-                    let rb = w.len() / rows;
-                    kernels.q32_rows(format, &w, rb, q.as_slice(), out);
-                    values
-                };
-                let what = format!("{:?} {format:?}, {n} rows", kernels.isa());
-                assert_bits_eq(&product(&q), &product(&arranged), &what);
+                    let what = format!("{:?} {format:?} {layout:?}, {n} rows", kernels.isa());
+                    assert_bits_eq(&product(&q), &product(&arranged), &what);
+                }
             }
         }
     }

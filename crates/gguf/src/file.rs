@@ -72,6 +72,28 @@ impl GgufFile {
         range.unwrap_or(&[])
     }
 
+    /// Lets the pages of `bytes` (a part of this file's bytes, such as a tensor's) leave this
+    /// process's resident memory where the file is memory-mapped (reading them again reads them
+    /// back from the file): for a reader that keeps its own copy. Nothing where the bytes are
+    /// held in memory, or for bytes from elsewhere.
+    pub fn release_pages(&self, bytes: &[u8]) {
+        #[cfg(not(unix))]
+        let _ = bytes;
+        #[cfg(unix)]
+        if let Storage::Mmap(map) = &self.storage {
+            let offset = (bytes.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+            if bytes.is_empty() || offset > map.len() || bytes.len() > map.len() - offset {
+                return;
+            }
+            // SAFETY: the map is read-only and shared with the file, so dropping its pages loses
+            // nothing (a later read faults them back in from the file); the range is inside the
+            // map (checked). A failure only leaves the pages resident.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, bytes.len())
+            };
+        }
+    }
+
     /// A tensor decoded to f32, in GGML order (`shape[0]` contiguous).
     pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>> {
         let info = self.tensor_info(name)?;

@@ -42,7 +42,8 @@ pub mod scalar;
 mod simd128;
 
 use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
-use crate::formats::{FloatFormat, KFormat, Q32Format};
+use crate::formats::{FloatFormat, KFormat, Q32Format, WeightFormat};
+use crate::packed::{self, Layout};
 
 /// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
 /// decoded once per tile). More rows are computed tile after tile with the same result.
@@ -191,18 +192,57 @@ impl Kernels {
         }
     }
 
+    /// Whether the kernels multiply the matrices of `format` in [`Layout::Packed`] (AVX2's
+    /// 32-element blocks: see [`crate::packed`]).
+    pub fn packs(self, format: WeightFormat) -> bool {
+        self.isa == Isa::Avx2 && matches!(format, WeightFormat::Q32(_))
+    }
+
+    /// `bytes` (rows of `row_bytes`) in [`Layout::Packed`] where [`Kernels::packs`] the format.
+    pub fn pack(self, format: WeightFormat, bytes: &[u8], row_bytes: usize) -> Option<Vec<u8>> {
+        let WeightFormat::Q32(f) = format else {
+            return None;
+        };
+        if !self.packs(format) || row_bytes == 0 || !bytes.len().is_multiple_of(row_bytes) {
+            return None;
+        }
+        let mut packed = vec![0u8; bytes.len()];
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { avx2::pack_rows(f, bytes, row_bytes, &mut packed) },
+            _ => packed::pack_rows(f, bytes, row_bytes, &mut packed),
+        }
+        Some(packed)
+    }
+
     /// As [`Kernels::float_rows`] for 32-element blocks against activation blocks
-    /// (`x`: `[tile, q8_blocks_per_row]`, padded).
-    pub fn q32_rows(self, f: Q32Format, w_rows: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+    /// (`x`: `[tile, q8_blocks_per_row]`, padded), the rows in `layout`.
+    pub fn q32_rows(
+        self,
+        f: Q32Format,
+        layout: Layout,
+        w_rows: &[u8],
+        row_bytes: usize,
+        x: Q8Slice,
+        out: Out,
+    ) {
         debug_assert!((1..=TILE).contains(&out.tile));
         debug_assert_eq!(
             x.len(),
             out.tile * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
         );
+        if layout == Layout::Packed && self.isa != Isa::Avx2 {
+            // Kernels that take the file's order (never met by the engine, which packs only
+            // for the kernels that multiply packed rows): unpack the rows first.
+            let mut rows = vec![0u8; w_rows.len()];
+            packed::unpack_rows(f, w_rows, row_bytes, &mut rows);
+            return self.q32_rows(f, Layout::Gguf, &rows, row_bytes, x, out);
+        }
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::q32_rows(f, w_rows, row_bytes, x, out) },
+            Isa::Avx2 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
             Isa::Avx512 => unsafe { avx512::q32_rows(f, w_rows, row_bytes, x, out) },

@@ -3,6 +3,7 @@
 
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::Matrix;
+use runahead_cpu::packed::Layout;
 use runahead_cpu::Kernels;
 
 use super::{assert_bits_eq, product, random_input, random_matrix};
@@ -45,6 +46,17 @@ pub fn real_shapes(format: WeightFormat) -> Vec<(usize, usize, &'static [usize])
     shapes
 }
 
+/// `k`'s product of `w` and `x` equals the scalar kernels' bits, with `w` in the file's order
+/// and, where `k` multiplies another ([`Kernels::packs`]), in that one.
+fn assert_equals_scalar(k: Kernels, w: Matrix, x: &[f32], what: &str) {
+    let scalar = product(Kernels::scalar(), 1, w, x);
+    assert_bits_eq(&product(k, 1, w, x), &scalar, what);
+    if let Some(packed) = k.pack(w.format, w.bytes, w.bytes.len() / w.rows) {
+        let w = w.rearranged(&packed, Layout::Packed);
+        assert_bits_eq(&product(k, 1, w, x), &scalar, &format!("{what}, packed"));
+    }
+}
+
 /// `k`'s products equal the scalar kernels' bits on every format, for tiles of 1..=8 rows and
 /// their combinations, at odd sizes and the real models' sizes.
 pub fn equals_scalar(k: Kernels) {
@@ -58,11 +70,7 @@ pub fn equals_scalar(k: Kernels) {
             for &n in ns {
                 let x = random_input(n, cols, (s * 31 + n) as u64);
                 let what = format!("{:?} {format:?} {rows}x{cols}, {n} rows", k.isa());
-                assert_bits_eq(
-                    &product(k, 1, w, &x),
-                    &product(Kernels::scalar(), 1, w, &x),
-                    &what,
-                );
+                assert_equals_scalar(k, w, &x, &what);
             }
         }
     }
@@ -97,10 +105,6 @@ pub fn extremes(k: Kernels) {
         let x: Vec<f32> = (0..3 * cols)
             .map(|i| if i % 5 < 3 { 1.0 } else { -1.0 })
             .collect();
-        assert_bits_eq(
-            &product(k, 1, w, &x),
-            &product(Kernels::scalar(), 1, w, &x),
-            &format!("{:?} {format:?} extremes", k.isa()),
-        );
+        assert_equals_scalar(k, w, &x, &format!("{:?} {format:?} extremes", k.isa()));
     }
 }

@@ -9,6 +9,7 @@
 mod attention;
 mod float;
 mod kquants;
+mod pack;
 pub(crate) mod q32;
 
 use std::arch::x86_64::*;
@@ -16,6 +17,7 @@ use std::arch::x86_64::*;
 pub use attention::{scores, weighted_sum};
 pub use float::float_rows;
 pub use kquants::k_rows;
+pub use pack::pack_rows;
 pub use q32::{interleave_blocks, q32_rows};
 
 /// The f16 at `b[at..at + 2]` as f32.

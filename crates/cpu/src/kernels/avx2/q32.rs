@@ -22,6 +22,7 @@ use std::arch::x86_64::*;
 use super::{lanes, load32};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
+use crate::packed::{self, Layout};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
@@ -31,17 +32,59 @@ use crate::kernels::{each_row, Out};
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+pub unsafe fn q32_rows(
+    f: Q32Format,
+    layout: Layout,
+    w: &[u8],
+    row_bytes: usize,
+    x: Q8Slice,
+    out: Out,
+) {
     let n = out.tile;
-    let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o));
-    match f {
-        Q32Format::Q4_0 => by_tile!(n, rows::<Q4_0>(w, row_bytes, x, out), fallback(out)),
-        Q32Format::Q4_1 => by_tile!(n, rows::<Q4_1>(w, row_bytes, x, out), fallback(out)),
-        Q32Format::Q5_0 => by_tile!(n, rows::<Q5_0>(w, row_bytes, x, out), fallback(out)),
-        Q32Format::Q5_1 => by_tile!(n, rows::<Q5_1>(w, row_bytes, x, out), fallback(out)),
-        Q32Format::Q8_0 => by_tile!(n, rows::<Q8_0>(w, row_bytes, x, out), fallback(out)),
+    let fallback = |out: Out| {
+        let mut rows = w.to_vec(); // unreachable: tiles have 1..=8 rows
+        if layout == Layout::Packed {
+            packed::unpack_rows(f, w, row_bytes, &mut rows);
+        }
+        each_row(&rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o))
+    };
+    match (f, layout) {
+        (Q32Format::Q4_0, Layout::Gguf) => {
+            by_tile!(n, rows::<Q4_0, GGUF>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q4_1, Layout::Gguf) => {
+            by_tile!(n, rows::<Q4_1, GGUF>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q5_0, Layout::Gguf) => {
+            by_tile!(n, rows::<Q5_0, GGUF>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q5_1, Layout::Gguf) => {
+            by_tile!(n, rows::<Q5_1, GGUF>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q8_0, Layout::Gguf) => {
+            by_tile!(n, rows::<Q8_0, GGUF>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q4_0, Layout::Packed) => {
+            by_tile!(n, rows::<Q4_0, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q4_1, Layout::Packed) => {
+            by_tile!(n, rows::<Q4_1, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q5_0, Layout::Packed) => {
+            by_tile!(n, rows::<Q5_0, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q5_1, Layout::Packed) => {
+            by_tile!(n, rows::<Q5_1, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
+        (Q32Format::Q8_0, Layout::Packed) => {
+            by_tile!(n, rows::<Q8_0, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
     }
 }
+
+/// The `P` argument of [`rows`]: the rows' whole groups in the file's order, or packed.
+const GGUF: bool = false;
+const PACKED: bool = true;
 
 /// 16 bytes from `b[..16]`.
 #[inline]
@@ -142,7 +185,7 @@ pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]]) {
 /// the 4- and 5-bit formats, signed for Q8_0.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn decode_group<const F: u8>(group: &[u8]) -> [__m256i; GROUP] {
+pub(crate) fn decode_group<const F: u8>(group: &[u8]) -> [__m256i; GROUP] {
     let bb = block_bytes(F);
     let b = &group[..GROUP * bb];
     match F {
@@ -194,8 +237,57 @@ fn scales4<const F: u8>(group: &[u8]) -> (__m128, __m128) {
     )
 }
 
+/// A packed group ([`crate::packed`]): its weights in the interleaved layout as
+/// [`decode_group`] gives them, and its blocks' scales and offsets (zero without) as
+/// [`scales4`] gives them: a load or two and a shift and two masks per pair of registers, no
+/// transposes.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice, mut out: Out) {
+fn decode_packed<const F: u8>(group: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
+    let g = &group[..GROUP * block_bytes(F)];
+    let (qh, values) = packed::offsets(format(F));
+    let scales = load16(g); // d (and m), then whatever follows
+    let dw = _mm_cvtph_ps(scales);
+    let mw = if format(F).has_min() {
+        _mm_cvtph_ps(_mm_unpackhi_epi64(scales, scales))
+    } else {
+        _mm_setzero_ps()
+    };
+    if F == Q8_0 {
+        let r = |q: usize| load32(&g[values + 32 * q..]);
+        return ([r(0), r(1), r(2), r(3)], dw, mw);
+    }
+    let mask = _mm256_set1_epi8(0x0f);
+    let (p0, p1) = (load32(&g[values..]), load32(&g[values + 32..]));
+    let mut r = [
+        _mm256_and_si256(p0, mask),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(p0), mask),
+        _mm256_and_si256(p1, mask),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(p1), mask),
+    ];
+    if qh != values {
+        // Register q's fifth bits: bit 2q of each byte (low lane), 2q + 1 (high lane).
+        let bits = _mm256_broadcastsi128_si256(load16(&g[qh..]));
+        let sixteen = _mm256_set1_epi8(0x10);
+        for (q, r) in r.iter_mut().enumerate() {
+            let select = _mm256_set_m128i(
+                _mm_set1_epi8((1u8 << (2 * q + 1)) as i8),
+                _mm_set1_epi8((1u8 << (2 * q)) as i8),
+            );
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, select), select);
+            *r = _mm256_or_si256(*r, _mm256_and_si256(set, sixteen));
+        }
+    }
+    (r, dw, mw)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows<const F: u8, const P: bool, const T: usize>(
+    w_rows: &[u8],
+    row_bytes: usize,
+    x: Q8Slice,
+    mut out: Out,
+) {
     let format = format(F);
     let has_min = format.has_min();
     let bb = block_bytes(F);
@@ -237,18 +329,23 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
         let mut macc1 = _mm_setzero_ps();
         for g in 0..groups {
             let first = g * GROUP * bb;
-            let b = match w_row.get(first..first + GROUP * bb) {
-                Some(whole) => whole,
+            // (The last blocks of a packed row are in the file's order too.)
+            let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
+                Some(whole) if P => decode_packed::<F>(whole),
+                Some(whole) => {
+                    let (dw, mw) = scales4::<F>(whole);
+                    (decode_group::<F>(whole), dw, mw)
+                }
                 None => {
                     // Block by block: copies of a size known at compile time, no call.
                     for k in 0..present {
                         let at = first + k * bb;
                         padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
                     }
-                    &padded[..GROUP * bb]
+                    let (dw, mw) = scales4::<F>(&padded);
+                    (decode_group::<F>(&padded), dw, mw)
                 }
             };
-            let w = decode_group::<F>(b);
             // Q8_0: magnitudes against activations given the weights' signs.
             let abs_w = if F == Q8_0 {
                 [
@@ -260,7 +357,6 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             } else {
                 w
             };
-            let (dw, mw) = scales4::<F>(b);
             let dw8 = _mm256_set_m128(dw, dw);
             if has_min {
                 let mw2 = _mm256_set_m128(mw, mw);
