@@ -3,8 +3,9 @@
 //! decoding a group of four blocks takes loads, shifts and masks instead of the transposes and
 //! gathers of the GGUF order (about half of what a one-row product cost).
 //!
-//! A row's whole groups of [`GROUP`] blocks are packed; the blocks after them (a row of 18
-//! blocks keeps 2) stay as they are in the file. A packed group of format `F` is, in order:
+//! A row's whole groups of [`GROUP`] blocks are packed, and two blocks left after them (a row
+//! of 576 elements has 18 blocks) are packed as a pair; one or three left stay as they are in
+//! the file. A packed group of format `F` is, in order:
 //!
 //! - the four blocks' f16 scales `d` (8 bytes), then for Q4_1 and Q5_1 their offsets `m`
 //!   (8 bytes);
@@ -21,6 +22,14 @@
 //!
 //! The sizes match the file's: a group of Q4_0 takes 8 + 64 = 4 x 18 bytes, Q4_1 16 + 64 =
 //! 4 x 20, Q5_0 8 + 16 + 64 = 4 x 22, Q5_1 16 + 16 + 64 = 4 x 24, Q8_0 8 + 128 = 4 x 34.
+//!
+//! A pair is a group whose blocks 2 and 3 are empty: only bytes `0..8` and `16..24` of each
+//! register hold values (lanes 0, 1, 4 and 5), and the pair stores just those, in half the
+//! space: its two scales `d` (4 bytes), for Q4_1 and Q5_1 two offsets `m` (4 bytes), for the
+//! 5-bit formats 8 bytes of fifth bits (byte `j`'s bit `2q + h`: register `q`'s byte `16h + j`),
+//! then 32 bytes of nibbles whose low nibbles are registers 0 and 1 and high nibbles registers
+//! 2 and 3 (byte `i` for register `2s + (i % 16) / 8` at byte `16 * (i / 16) + i % 8`), or for
+//! Q8_0 register `q`'s 16 bytes at `16q`.
 
 use crate::formats::Q32Format;
 use crate::kernels::scalar::GROUP;
@@ -128,53 +137,180 @@ pub fn unpack_group(f: Q32Format, src: &[u8], dst: &mut [u8]) {
     for q in 0..GROUP {
         for i in 0..32 {
             let (k, e) = element_at(q, i);
-            let block = &mut dst[k * bb..(k + 1) * bb];
-            if f == Q32Format::Q8_0 {
-                block[2 + e] = src[values + 32 * q + i];
-                continue;
-            }
-            let byte = src[values + 32 * (q / 2) + i];
-            let nibble = if q % 2 == 0 { byte & 0xf } else { byte >> 4 };
-            let (qs, qh_at) = match f {
-                Q32Format::Q4_0 => (2, None),
-                Q32Format::Q4_1 => (4, None),
-                Q32Format::Q5_0 => (6, Some(2)),
-                _ => (8, Some(4)),
+            let v = if f == Q32Format::Q8_0 {
+                src[values + 32 * q + i]
+            } else {
+                let byte = src[values + 32 * (q / 2) + i];
+                let nibble = if q % 2 == 0 { byte & 0xf } else { byte >> 4 };
+                let fifth = if qh != values {
+                    (src[qh + i % 16] >> (2 * q + i / 16)) & 1
+                } else {
+                    0
+                };
+                nibble | fifth << 4
             };
-            block[qs + e % 16] |= if e < 16 { nibble } else { nibble << 4 };
-            if let Some(at) = qh_at {
-                let fifth = (src[qh + i % 16] >> (2 * q + i / 16)) & 1;
-                block[at + e / 8] |= fifth << (e % 8);
+            put_value(f, &mut dst[k * bb..(k + 1) * bb], e, v);
+        }
+    }
+}
+
+/// Where a packed pair's parts start: `(qh, values)`.
+pub const fn pair_offsets(f: Q32Format) -> (usize, usize) {
+    let scales = if f.has_min() { 8 } else { 4 };
+    match f {
+        Q32Format::Q5_0 | Q32Format::Q5_1 => (scales, scales + 8),
+        _ => (scales, scales),
+    }
+}
+
+/// Register byte `(q, b)` (`b` in `0..8` or `16..24`) that byte `i` of a pair's 32 bytes of
+/// nibbles holds in its low nibble (its high nibble: register `q + 2`).
+const fn pair_nibble_at(i: usize) -> (usize, usize) {
+    ((i % 16) / 8, 16 * (i / 16) + i % 8)
+}
+
+/// Register byte `(q, b)` of byte `i` of a Q8_0 pair's 64 values.
+const fn pair_q8_at(i: usize) -> (usize, usize) {
+    let j = i % 16;
+    (i / 16, if j < 8 { j } else { 8 + j })
+}
+
+/// Packs the last two GGUF blocks of a row (`src`) into `dst` (both `2 * block_bytes`).
+pub fn pack_pair(f: Q32Format, src: &[u8], dst: &mut [u8]) {
+    let bb = f.block_bytes();
+    let block = |k: usize| &src[k * bb..(k + 1) * bb];
+    for k in 0..2 {
+        dst[2 * k..2 * k + 2].copy_from_slice(&block(k)[..2]);
+        if f.has_min() {
+            dst[4 + 2 * k..4 + 2 * k + 2].copy_from_slice(&block(k)[2..4]);
+        }
+    }
+    let (qh, values) = pair_offsets(f);
+    let value = |q: usize, b: usize| {
+        let (k, e) = element_at(q, b);
+        gguf_value(f, block(k), e)
+    };
+    if f == Q32Format::Q8_0 {
+        for i in 0..64 {
+            let (q, b) = pair_q8_at(i);
+            dst[values + i] = value(q, b);
+        }
+        return;
+    }
+    for i in 0..32 {
+        let (q, b) = pair_nibble_at(i);
+        dst[values + i] = (value(q, b) & 0xf) | (value(q + 2, b) & 0xf) << 4;
+    }
+    if qh != values {
+        dst[qh..qh + 8].fill(0);
+        for q in 0..GROUP {
+            for b in (0..8).chain(16..24) {
+                let fifth = (value(q, b) >> 4) & 1;
+                dst[qh + b % 16] |= fifth << (2 * q + b / 16);
             }
         }
+    }
+}
+
+/// The inverse of [`pack_pair`].
+pub fn unpack_pair(f: Q32Format, src: &[u8], dst: &mut [u8]) {
+    let bb = f.block_bytes();
+    let (qh, values) = pair_offsets(f);
+    dst.fill(0);
+    for k in 0..2 {
+        let block = &mut dst[k * bb..(k + 1) * bb];
+        block[..2].copy_from_slice(&src[2 * k..2 * k + 2]);
+        if f.has_min() {
+            block[2..4].copy_from_slice(&src[4 + 2 * k..4 + 2 * k + 2]);
+        }
+    }
+    let mut put = |q: usize, b: usize, v: u8| {
+        let (k, e) = element_at(q, b);
+        put_value(f, &mut dst[k * bb..(k + 1) * bb], e, v);
+    };
+    if f == Q32Format::Q8_0 {
+        for i in 0..64 {
+            let (q, b) = pair_q8_at(i);
+            put(q, b, src[values + i]);
+        }
+        return;
+    }
+    for i in 0..32 {
+        let (q, b) = pair_nibble_at(i);
+        let byte = src[values + i];
+        for (q, nibble) in [(q, byte & 0xf), (q + 2, byte >> 4)] {
+            let fifth = if qh != values {
+                (src[qh + b % 16] >> (2 * q + b / 16)) & 1
+            } else {
+                0
+            };
+            put(q, b, nibble | fifth << 4);
+        }
+    }
+}
+
+/// Writes the unsigned value `v` (as [`gguf_value`] reads it) of element `e` into a GGUF block
+/// whose value bits are still zero.
+fn put_value(f: Q32Format, b: &mut [u8], e: usize, v: u8) {
+    let (qs, qh) = match f {
+        Q32Format::Q4_0 => (2, None),
+        Q32Format::Q4_1 => (4, None),
+        Q32Format::Q5_0 => (6, Some(2)),
+        Q32Format::Q5_1 => (8, Some(4)),
+        Q32Format::Q8_0 => {
+            b[2 + e] = v;
+            return;
+        }
+    };
+    b[qs + e % 16] |= if e < 16 { v & 0xf } else { (v & 0xf) << 4 };
+    if let Some(at) = qh {
+        b[at + e / 8] |= ((v >> 4) & 1) << (e % 8);
     }
 }
 
 /// Rows of `row_bytes` packed: each row's whole groups through [`pack_group`], its last blocks
 /// as they are.
 pub fn pack_rows(f: Q32Format, rows: &[u8], row_bytes: usize, packed: &mut [u8]) {
-    each_group(f, rows, row_bytes, packed, pack_group);
+    each_group(f, rows, row_bytes, packed, pack_group, pack_pair);
 }
 
 /// The inverse of [`pack_rows`].
 pub fn unpack_rows(f: Q32Format, packed: &[u8], row_bytes: usize, rows: &mut [u8]) {
-    each_group(f, packed, row_bytes, rows, unpack_group);
+    each_group(f, packed, row_bytes, rows, unpack_group, unpack_pair);
 }
 
+/// `group` over each row's whole groups, `pair` over two blocks left after them; other blocks
+/// copied.
 fn each_group(
     f: Q32Format,
     src: &[u8],
     row_bytes: usize,
     dst: &mut [u8],
     group: fn(Q32Format, &[u8], &mut [u8]),
+    pair: fn(Q32Format, &[u8], &mut [u8]),
 ) {
     let gb = GROUP * f.block_bytes();
     let whole = row_bytes / gb * gb;
-    for (s, d) in src.chunks_exact(row_bytes).zip(dst.chunks_exact_mut(row_bytes)) {
-        for (sg, dg) in s[..whole].chunks_exact(gb).zip(d[..whole].chunks_exact_mut(gb)) {
+    for (s, d) in src
+        .chunks_exact(row_bytes)
+        .zip(dst.chunks_exact_mut(row_bytes))
+    {
+        for (sg, dg) in s[..whole]
+            .chunks_exact(gb)
+            .zip(d[..whole].chunks_exact_mut(gb))
+        {
             group(f, sg, dg);
         }
-        d[whole..].copy_from_slice(&s[whole..]);
+        tail(f, &s[whole..], &mut d[whole..], pair);
+    }
+}
+
+/// A row's blocks after its whole groups: a pair through `pair`, else copied.
+pub fn tail(f: Q32Format, src: &[u8], dst: &mut [u8], pair: fn(Q32Format, &[u8], &mut [u8])) {
+    if src.len() == 2 * f.block_bytes() {
+        pair(f, src, dst);
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -229,19 +365,21 @@ mod tests {
 
     /// Every byte value, in no particular order.
     fn bytes(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i * 7919 % 251) as u8 ^ (i / 3) as u8).collect()
+        (0..n)
+            .map(|i| (i * 7919 % 251) as u8 ^ (i / 3) as u8)
+            .collect()
     }
 
     #[test]
     fn packing_keeps_every_byte_and_unpacks_back() {
         for f in FORMATS {
-            for blocks in [1, 4, 7, 18] {
+            for blocks in [1, 2, 4, 6, 7, 18] {
                 let row_bytes = blocks * f.block_bytes();
                 let rows = bytes(3 * row_bytes);
                 let mut packed = vec![0u8; rows.len()];
                 pack_rows(f, &rows, row_bytes, &mut packed);
-                if blocks >= GROUP {
-                    assert_ne!(packed, rows, "{f:?}: a whole group is rearranged");
+                if blocks >= 2 {
+                    assert_ne!(packed, rows, "{f:?}: a group or pair is rearranged");
                 }
                 let mut back = vec![0u8; rows.len()];
                 unpack_rows(f, &packed, row_bytes, &mut back);

@@ -41,8 +41,14 @@ fn pack<const F: u8>(rows: &[u8], row_bytes: usize, out: &mut [u8]) {
     let gb = GROUP * bb;
     let whole = row_bytes / gb * gb;
     let (qh, values) = packed::offsets(f);
-    for (src, dst) in rows.chunks_exact(row_bytes).zip(out.chunks_exact_mut(row_bytes)) {
-        for (s, d) in src[..whole].chunks_exact(gb).zip(dst[..whole].chunks_exact_mut(gb)) {
+    for (src, dst) in rows
+        .chunks_exact(row_bytes)
+        .zip(out.chunks_exact_mut(row_bytes))
+    {
+        for (s, d) in src[..whole]
+            .chunks_exact(gb)
+            .zip(dst[..whole].chunks_exact_mut(gb))
+        {
             for k in 0..GROUP {
                 d[2 * k..2 * k + 2].copy_from_slice(&s[k * bb..k * bb + 2]);
                 if f.has_min() {
@@ -77,6 +83,6 @@ fn pack<const F: u8>(rows: &[u8], row_bytes: usize, out: &mut [u8]) {
                 }
             }
         }
-        dst[whole..].copy_from_slice(&src[whole..]);
+        packed::tail(f, &src[whole..], &mut dst[whole..], packed::pack_pair);
     }
 }

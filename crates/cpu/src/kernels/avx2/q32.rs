@@ -22,10 +22,10 @@ use std::arch::x86_64::*;
 use super::{lanes, load32};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
-use crate::packed::{self, Layout};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
+use crate::packed::{self, Layout};
 
 /// See [`crate::kernels::Kernels::q32_rows`].
 ///
@@ -281,6 +281,61 @@ fn decode_packed<const F: u8>(group: &[u8]) -> ([__m256i; GROUP], __m128, __m128
     (r, dw, mw)
 }
 
+/// A packed pair ([`crate::packed`]), as [`decode_packed`] gives a group whose blocks 2 and 3
+/// are empty (zero values and scales).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn decode_pair<const F: u8>(pair: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
+    let g = &pair[..2 * block_bytes(F)];
+    let (qh, values) = packed::pair_offsets(format(F));
+    let scales = |at: usize| {
+        let d = u32::from_le_bytes([g[at], g[at + 1], g[at + 2], g[at + 3]]);
+        _mm_cvtph_ps(_mm_cvtsi32_si128(d as i32))
+    };
+    let dw = scales(0);
+    let mw = if format(F).has_min() {
+        scales(4)
+    } else {
+        _mm_setzero_ps()
+    };
+    if F == Q8_0 {
+        // Register q's 16 bytes to its bytes 0..8 and 16..24.
+        let r = |q: usize| {
+            let x = _mm256_zextsi128_si256(load16(&g[values + 16 * q..]));
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(x)
+        };
+        return ([r(0), r(1), r(2), r(3)], dw, mw);
+    }
+    let mask = _mm256_set1_epi8(0x0f);
+    let p = load32(&g[values..]);
+    let (low, high) = (
+        _mm256_and_si256(p, mask),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(p), mask),
+    );
+    let zero = _mm256_setzero_si256();
+    let mut r = [
+        _mm256_unpacklo_epi64(low, zero),
+        _mm256_srli_si256::<8>(low),
+        _mm256_unpacklo_epi64(high, zero),
+        _mm256_srli_si256::<8>(high),
+    ];
+    if qh != values {
+        let h = u64::from_le_bytes(std::array::from_fn(|j| g[qh + j]));
+        // Bytes 0..8 of each lane: the fifth bits; 8..16 hold no values.
+        let bits = _mm256_unpacklo_epi64(_mm256_set1_epi64x(h as i64), zero);
+        let sixteen = _mm256_set1_epi8(0x10);
+        for (q, r) in r.iter_mut().enumerate() {
+            let select = _mm256_set_m128i(
+                _mm_set1_epi8((1u8 << (2 * q + 1)) as i8),
+                _mm_set1_epi8((1u8 << (2 * q)) as i8),
+            );
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, select), select);
+            *r = _mm256_or_si256(*r, _mm256_and_si256(set, sixteen));
+        }
+    }
+    (r, dw, mw)
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows<const F: u8, const P: bool, const T: usize>(
     w_rows: &[u8],
@@ -329,13 +384,14 @@ fn rows<const F: u8, const P: bool, const T: usize>(
         let mut macc1 = _mm_setzero_ps();
         for g in 0..groups {
             let first = g * GROUP * bb;
-            // (The last blocks of a packed row are in the file's order too.)
+            // (A packed row's last blocks are a packed pair or in the file's order.)
             let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
                 Some(whole) if P => decode_packed::<F>(whole),
                 Some(whole) => {
                     let (dw, mw) = scales4::<F>(whole);
                     (decode_group::<F>(whole), dw, mw)
                 }
+                None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
                 None => {
                     // Block by block: copies of a size known at compile time, no call.
                     for k in 0..present {
