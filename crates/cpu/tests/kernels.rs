@@ -146,7 +146,7 @@ fn simd_kernels_handle_extreme_values() {
 #[test]
 fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
     use half::f16;
-    use runahead_cpu::kernels::F16Rows;
+    use runahead_cpu::kernels::{F16Rows, F32Rows};
     use runahead_model::testing::TestRng;
 
     let mut rng = TestRng::new(29);
@@ -178,13 +178,39 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
                 k.weighted_sum(rows, &slots, &p, &mut out);
                 (scores, out)
             };
+            // The same over the rows widened to f32 once (what attention does where
+            // `widens_kv`), and widening itself against `half`.
+            let run_widened = |k: Kernels| {
+                let mut wide = Vec::new();
+                k.widen(rows, cache, &mut wide);
+                let exact: Vec<f32> = (0..cache)
+                    .flat_map(|s| rows.row(s).iter().map(|v| v.to_f32()))
+                    .collect();
+                assert_bits_eq(&wide, &exact, &format!("{:?} widen, length {len}", k.isa()));
+                let rows = F32Rows {
+                    data: &wide,
+                    stride: len,
+                    offset: 0,
+                    len,
+                };
+                let mut scores = vec![7.0];
+                k.scores_f32(&q, rows, &slots, 0.125, &mut scores);
+                let mut out = start.clone();
+                k.weighted_sum_f32(rows, &slots, &p, &mut out);
+                (scores, out)
+            };
             let want = run(Kernels::scalar());
             assert_eq!(want.0.len(), n_slots);
-            for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
-                let got = run(k);
-                let what = format!("{:?}, length {len}, {n_slots} slots", k.isa());
-                assert_bits_eq(&got.0, &want.0, &format!("scores, {what}"));
-                assert_bits_eq(&got.1, &want.1, &format!("weighted sum, {what}"));
+            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+                let mut runs = vec![("f32", run_widened(k))];
+                if k.isa() != Isa::Scalar {
+                    runs.push(("f16", run(k)));
+                }
+                for (rows, got) in runs {
+                    let what = format!("{:?} over {rows}, length {len}, {n_slots} slots", k.isa());
+                    assert_bits_eq(&got.0, &want.0, &format!("scores, {what}"));
+                    assert_bits_eq(&got.1, &want.1, &format!("weighted sum, {what}"));
+                }
             }
         }
     }

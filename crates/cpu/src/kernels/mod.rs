@@ -274,19 +274,41 @@ impl Kernels {
     }
 }
 
-/// Rows of an f16 matrix (a layer's KV cache): row `slot` is
-/// `data[slot * stride + offset..][..len]` (one head of one cache entry).
+/// Rows of a matrix of `E`: row `slot` is `data[slot * stride + offset..][..len]` (one head of
+/// one cache entry).
 #[derive(Clone, Copy, Debug)]
-pub struct F16Rows<'a> {
-    pub data: &'a [half::f16],
+pub struct Rows<'a, E> {
+    pub data: &'a [E],
     pub stride: usize,
     pub offset: usize,
     pub len: usize,
 }
 
-impl<'a> F16Rows<'a> {
-    pub fn row(&self, slot: usize) -> &'a [half::f16] {
+/// A layer's KV cache, as stored.
+pub type F16Rows<'a> = Rows<'a, half::f16>;
+/// One KV head's rows widened to f32 ([`Kernels::widen`]).
+pub type F32Rows<'a> = Rows<'a, f32>;
+
+impl<'a, E> Rows<'a, E> {
+    pub fn row(&self, slot: usize) -> &'a [E] {
         &self.data[slot * self.stride + self.offset..][..self.len]
+    }
+}
+
+/// An element of attention's rows: f16 as the cache stores it, or f32 once widened (exactly).
+pub trait Widen: Copy {
+    fn widen(self) -> f32;
+}
+
+impl Widen for half::f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Widen for f32 {
+    fn widen(self) -> f32 {
+        self
     }
 }
 
@@ -305,6 +327,55 @@ impl Kernels {
             // SAFETY: every aarch64 CPU has NEON.
             Isa::Neon => unsafe { neon::scores(q, k, slots, scale, out) },
             _ => scalar::scores(q, k, slots, scale, out),
+        }
+    }
+
+    /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
+    /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
+    /// loads convert at every read, where a block's pairs read each row many times (3 query
+    /// heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
+    pub fn widens_kv(self) -> bool {
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
+    }
+
+    /// Rows `0..count` of `rows`, widened to f32 one after another into `out` (`[count, len]`).
+    pub fn widen(self, rows: F16Rows, count: usize, out: &mut Vec<f32>) {
+        out.clear();
+        out.reserve(count * rows.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
+            _ => (0..count).for_each(|s| out.extend(rows.row(s).iter().map(|v| v.to_f32()))),
+        }
+    }
+
+    /// [`Kernels::scores`] over widened rows (the same bits).
+    pub fn scores_f32(
+        self,
+        q: &[f32],
+        k: F32Rows,
+        slots: &[usize],
+        scale: f32,
+        out: &mut Vec<f32>,
+    ) {
+        debug_assert_eq!(q.len(), k.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            _ => scalar::scores(q, k, slots, scale, out),
+        }
+    }
+
+    /// [`Kernels::weighted_sum`] over widened rows (the same bits).
+    pub fn weighted_sum_f32(self, v: F32Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+        debug_assert_eq!(out.len(), v.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            _ => scalar::weighted_sum(v, slots, p, out),
         }
     }
 

@@ -21,7 +21,7 @@
 
 use half::{bf16, f16};
 
-use super::F16Rows;
+use super::{Rows, Widen};
 
 use crate::activations::{BlockQ8K, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
@@ -295,22 +295,22 @@ pub fn k_tile(f: KFormat, w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
 }
 
 /// `out[j] = dot(q, rows.row(slots[j])) * scale`, the dot in [`float_tile`]'s order.
-pub fn scores(q: &[f32], rows: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+pub fn scores<E: Widen>(q: &[f32], rows: Rows<E>, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
     out.clear();
     for &slot in slots {
         let mut acc = [0f32; 8];
         for (i, (&a, b)) in q.iter().zip(rows.row(slot)).enumerate() {
-            acc[i % 8] += a * b.to_f32();
+            acc[i % 8] += a * b.widen();
         }
         out.push(hsum8(&acc) * scale);
     }
 }
 
 /// `out[e] += p[j] * rows.row(slots[j])[e]`, slot after slot.
-pub fn weighted_sum(rows: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+pub fn weighted_sum<E: Widen>(rows: Rows<E>, slots: &[usize], p: &[f32], out: &mut [f32]) {
     for (&slot, &p) in slots.iter().zip(p) {
         for (o, v) in out.iter_mut().zip(rows.row(slot)) {
-            *o += p * v.to_f32();
+            *o += p * v.widen();
         }
     }
 }

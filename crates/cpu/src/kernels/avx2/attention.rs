@@ -5,15 +5,64 @@ use std::arch::x86_64::*;
 
 use super::lanes;
 use crate::kernels::scalar::hsum8;
-use crate::kernels::F16Rows;
+use crate::kernels::{F16Rows, Rows, Widen};
 
-/// Eight f16 from `v[at..at + 8]` as f32.
+/// A row element the kernels load eight at a time as f32: the cache's f16 (converted at each
+/// load) or rows widened once ([`widen`]).
+pub trait Lanes: Widen {
+    /// Eight elements from `v[at..at + 8]` as f32.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and F16C.
+    unsafe fn load8(v: &[Self], at: usize) -> __m256;
+}
+
+impl Lanes for half::f16 {
+    #[inline(always)]
+    unsafe fn load8(v: &[Self], at: usize) -> __m256 {
+        let eight = &v[at..at + 8];
+        // SAFETY: eight readable f16 (16 bytes), unaligned load; F16C by the caller.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(eight.as_ptr() as *const __m128i)) }
+    }
+}
+
+impl Lanes for f32 {
+    #[inline(always)]
+    unsafe fn load8(v: &[Self], at: usize) -> __m256 {
+        let eight = &v[at..at + 8];
+        // SAFETY: eight readable f32, unaligned load; AVX by the caller.
+        unsafe { _mm256_loadu_ps(eight.as_ptr()) }
+    }
+}
+
+/// Eight elements of `v` from `at` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn load8(v: &[half::f16], at: usize) -> __m256 {
-    let eight = &v[at..at + 8];
-    // SAFETY: eight readable f16 (16 bytes); unaligned load.
-    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(eight.as_ptr() as *const __m128i) })
+fn load8<E: Lanes>(v: &[E], at: usize) -> __m256 {
+    // SAFETY: this function's features are the ones `load8` needs.
+    unsafe { E::load8(v, at) }
+}
+
+/// See [`crate::kernels::Kernels::widen`].
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn widen(rows: F16Rows, count: usize, out: &mut Vec<f32>) {
+    let len = rows.len;
+    let whole = len / 8 * 8;
+    out.resize(count * len, 0.0);
+    for (slot, dst) in out.chunks_exact_mut(len.max(1)).enumerate().take(count) {
+        let row = rows.row(slot);
+        for c in (0..whole).step_by(8) {
+            let eight = &mut dst[c..c + 8];
+            // SAFETY: eight writable f32; unaligned store.
+            unsafe { _mm256_storeu_ps(eight.as_mut_ptr(), load8(row, c)) };
+        }
+        for (d, v) in dst[whole..].iter_mut().zip(&row[whole..]) {
+            *d = v.to_f32();
+        }
+    }
 }
 
 /// See [`crate::kernels::Kernels::scores`]. Eight slots at a time where the head's length is
@@ -23,7 +72,13 @@ fn load8(v: &[half::f16], at: usize) -> __m256 {
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+pub unsafe fn scores<E: Lanes>(
+    q: &[f32],
+    k: Rows<E>,
+    slots: &[usize],
+    scale: f32,
+    out: &mut Vec<f32>,
+) {
     let len = k.len.min(q.len());
     out.clear();
     let mut eights = slots.chunks_exact(8);
@@ -45,7 +100,7 @@ pub unsafe fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &m
 /// One slot's dot product, in the scalar lane order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn score(q: &[f32], row: &[half::f16]) -> f32 {
+fn score<E: Lanes>(q: &[f32], row: &[E]) -> f32 {
     let len = q.len();
     let whole = len / 8 * 8;
     let mut acc = _mm256_setzero_ps();
@@ -54,7 +109,7 @@ fn score(q: &[f32], row: &[half::f16]) -> f32 {
     }
     let mut l = lanes(acc);
     for i in whole..len {
-        l[i % 8] += q[i] * row[i].to_f32();
+        l[i % 8] += q[i] * row[i].widen();
     }
     hsum8(&l)
 }
@@ -71,8 +126,18 @@ fn load8f(v: &[f32], at: usize) -> __m256 {
 /// The scores of eight slots (`q.len()` a multiple of 8), in slot order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scores8(q: &[f32], k: &F16Rows, slots: &[usize], scale: f32) -> __m256 {
-    let rows: [&[half::f16]; 8] = std::array::from_fn(|j| k.row(slots[j]));
+fn scores8<E: Lanes>(q: &[f32], k: &Rows<E>, slots: &[usize], scale: f32) -> __m256 {
+    // (Written out: a closure given to `from_fn` is compiled without the target features.)
+    let rows: [&[E]; 8] = [
+        k.row(slots[0]),
+        k.row(slots[1]),
+        k.row(slots[2]),
+        k.row(slots[3]),
+        k.row(slots[4]),
+        k.row(slots[5]),
+        k.row(slots[6]),
+        k.row(slots[7]),
+    ];
     let mut acc = [_mm256_setzero_ps(); 8];
     for c in (0..q.len()).step_by(8) {
         let qv = load8f(q, c);
@@ -121,7 +186,7 @@ fn scores8(q: &[f32], k: &F16Rows, slots: &[usize], scale: f32) -> __m256 {
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+pub unsafe fn weighted_sum<E: Lanes>(v: Rows<E>, slots: &[usize], p: &[f32], out: &mut [f32]) {
     let len = v.len.min(out.len());
     let by64 = len / 64 * 64;
     for start in (0..by64).step_by(64) {
@@ -147,7 +212,7 @@ pub unsafe fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f3
             out[c..c + 8].copy_from_slice(&lanes(sum));
         }
         for e in whole..len {
-            out[e] += pj * row[e].to_f32();
+            out[e] += pj * row[e].widen();
         }
     }
 }

@@ -14,7 +14,7 @@ pub(crate) mod q32;
 
 use std::arch::x86_64::*;
 
-pub use attention::{scores, weighted_sum};
+pub use attention::{scores, weighted_sum, widen};
 pub use float::float_rows;
 pub use kquants::k_rows;
 pub use pack::pack_rows;
