@@ -167,7 +167,9 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::interleave_blocks(blocks) },
-            _ => {}
+            _ => {
+                let _ = blocks; // in element order already
+            }
         }
     }
 

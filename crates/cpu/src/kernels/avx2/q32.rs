@@ -40,45 +40,31 @@ pub unsafe fn q32_rows(
     x: Q8Slice,
     out: Out,
 ) {
+    match f {
+        Q32Format::Q4_0 => by_layout::<Q4_0>(layout, w, row_bytes, x, out),
+        Q32Format::Q4_1 => by_layout::<Q4_1>(layout, w, row_bytes, x, out),
+        Q32Format::Q5_0 => by_layout::<Q5_0>(layout, w, row_bytes, x, out),
+        Q32Format::Q5_1 => by_layout::<Q5_1>(layout, w, row_bytes, x, out),
+        Q32Format::Q8_0 => by_layout::<Q8_0>(layout, w, row_bytes, x, out),
+    }
+}
+
+/// [`rows`] of format `F` for the rows' layout and the tile's size.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn by_layout<const F: u8>(layout: Layout, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
     let n = out.tile;
     let fallback = |out: Out| {
         let mut rows = w.to_vec(); // unreachable: tiles have 1..=8 rows
         if layout == Layout::Packed {
-            packed::unpack_rows(f, w, row_bytes, &mut rows);
+            packed::unpack_rows(format(F), w, row_bytes, &mut rows);
         }
-        each_row(&rows, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o))
+        each_row(&rows, row_bytes, out, |w, o| {
+            scalar::q32_tile(format(F), w, x, o)
+        })
     };
-    match (f, layout) {
-        (Q32Format::Q4_0, Layout::Gguf) => {
-            by_tile!(n, rows::<Q4_0, GGUF>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q4_1, Layout::Gguf) => {
-            by_tile!(n, rows::<Q4_1, GGUF>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q5_0, Layout::Gguf) => {
-            by_tile!(n, rows::<Q5_0, GGUF>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q5_1, Layout::Gguf) => {
-            by_tile!(n, rows::<Q5_1, GGUF>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q8_0, Layout::Gguf) => {
-            by_tile!(n, rows::<Q8_0, GGUF>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q4_0, Layout::Packed) => {
-            by_tile!(n, rows::<Q4_0, PACKED>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q4_1, Layout::Packed) => {
-            by_tile!(n, rows::<Q4_1, PACKED>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q5_0, Layout::Packed) => {
-            by_tile!(n, rows::<Q5_0, PACKED>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q5_1, Layout::Packed) => {
-            by_tile!(n, rows::<Q5_1, PACKED>(w, row_bytes, x, out), fallback(out))
-        }
-        (Q32Format::Q8_0, Layout::Packed) => {
-            by_tile!(n, rows::<Q8_0, PACKED>(w, row_bytes, x, out), fallback(out))
-        }
+    match layout {
+        Layout::Gguf => by_tile!(n, rows::<F, GGUF>(w, row_bytes, x, out), fallback(out)),
+        Layout::Packed => by_tile!(n, rows::<F, PACKED>(w, row_bytes, x, out), fallback(out)),
     }
 }
 
