@@ -34,11 +34,10 @@ impl MatrixRef {
             return;
         }
         let chunk = row_bytes * (PACK_BYTES / row_bytes).max(1);
-        let mut packed = Vec::with_capacity(bytes.len());
-        for rows in bytes.chunks(chunk) {
-            match kernels.pack(self.format, rows, row_bytes) {
-                Some(p) => packed.extend_from_slice(&p),
-                None => return,
+        let mut packed = vec![0u8; bytes.len()];
+        for (rows, out) in bytes.chunks(chunk).zip(packed.chunks_mut(chunk)) {
+            if !kernels.pack_into(self.format, rows, row_bytes, out) {
+                return;
             }
             file.release_pages(rows);
         }

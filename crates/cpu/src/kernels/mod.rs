@@ -202,20 +202,37 @@ impl Kernels {
 
     /// `bytes` (rows of `row_bytes`) in [`Layout::Packed`] where [`Kernels::packs`] the format.
     pub fn pack(self, format: WeightFormat, bytes: &[u8], row_bytes: usize) -> Option<Vec<u8>> {
-        let WeightFormat::Q32(f) = format else {
-            return None;
-        };
-        if !self.packs(format) || row_bytes == 0 || !bytes.len().is_multiple_of(row_bytes) {
-            return None;
-        }
         let mut packed = vec![0u8; bytes.len()];
+        self.pack_into(format, bytes, row_bytes, &mut packed)
+            .then_some(packed)
+    }
+
+    /// [`Kernels::pack`] into `out` (as long as `bytes`); false, writing nothing, where the
+    /// kernels do not pack the format or `bytes` are not whole rows.
+    pub fn pack_into(
+        self,
+        format: WeightFormat,
+        bytes: &[u8],
+        row_bytes: usize,
+        out: &mut [u8],
+    ) -> bool {
+        let WeightFormat::Q32(f) = format else {
+            return false;
+        };
+        if !self.packs(format)
+            || row_bytes == 0
+            || !bytes.len().is_multiple_of(row_bytes)
+            || out.len() != bytes.len()
+        {
+            return false;
+        }
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::pack_rows(f, bytes, row_bytes, &mut packed) },
-            _ => packed::pack_rows(f, bytes, row_bytes, &mut packed),
+            Isa::Avx2 => unsafe { avx2::pack_rows(f, bytes, row_bytes, out) },
+            _ => packed::pack_rows(f, bytes, row_bytes, out),
         }
-        Some(packed)
+        true
     }
 
     /// As [`Kernels::float_rows`] for 32-element blocks against activation blocks
@@ -341,14 +358,21 @@ impl Kernels {
     }
 
     /// Rows `0..count` of `rows`, widened to f32 one after another into `out` (`[count, len]`).
+    /// (`out`'s earlier contents are overwritten, never read: a buffer reused from one head to
+    /// the next is not cleared first.)
     pub fn widen(self, rows: F16Rows, count: usize, out: &mut Vec<f32>) {
-        out.clear();
-        out.reserve(count * rows.len);
+        out.resize(count * rows.len, 0.0);
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
-            _ => (0..count).for_each(|s| out.extend(rows.row(s).iter().map(|v| v.to_f32()))),
+            _ => {
+                for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
+                    for (d, v) in dst.iter_mut().zip(rows.row(s)) {
+                        *d = v.to_f32();
+                    }
+                }
+            }
         }
     }
 

@@ -54,6 +54,13 @@ fn assert_equals_scalar(k: Kernels, w: Matrix, x: &[f32], what: &str) {
     if let Some(packed) = k.pack(w.format, w.bytes, w.bytes.len() / w.rows) {
         let w = w.rearranged(&packed, Layout::Packed);
         assert_bits_eq(&product(k, 1, w, x), &scalar, &format!("{what}, packed"));
+        // Kernels that read the file's order unpack a packed matrix first.
+        let unpacked = product(Kernels::scalar(), 1, w, x);
+        assert_bits_eq(
+            &unpacked,
+            &scalar,
+            &format!("{what}, packed, scalar kernels"),
+        );
     }
 }
 

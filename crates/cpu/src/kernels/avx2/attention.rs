@@ -43,15 +43,14 @@ fn load8<E: Lanes>(v: &[E], at: usize) -> __m256 {
     unsafe { E::load8(v, at) }
 }
 
-/// See [`crate::kernels::Kernels::widen`].
+/// See [`crate::kernels::Kernels::widen`] (`out`: `count * rows.len` long).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn widen(rows: F16Rows, count: usize, out: &mut Vec<f32>) {
+pub unsafe fn widen(rows: F16Rows, count: usize, out: &mut [f32]) {
     let len = rows.len;
     let whole = len / 8 * 8;
-    out.resize(count * len, 0.0);
     for (slot, dst) in out.chunks_exact_mut(len.max(1)).enumerate().take(count) {
         let row = rows.row(slot);
         for c in (0..whole).step_by(8) {

@@ -254,17 +254,25 @@ fn decode_packed<const F: u8>(group: &[u8]) -> ([__m256i; GROUP], __m128, __m128
     if qh != values {
         // Register q's fifth bits: bit 2q of each byte (low lane), 2q + 1 (high lane).
         let bits = _mm256_broadcastsi128_si256(load16(&g[qh..]));
-        let sixteen = _mm256_set1_epi8(0x10);
-        for (q, r) in r.iter_mut().enumerate() {
-            let select = _mm256_set_m128i(
-                _mm_set1_epi8((1u8 << (2 * q + 1)) as i8),
-                _mm_set1_epi8((1u8 << (2 * q)) as i8),
-            );
-            let set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, select), select);
-            *r = _mm256_or_si256(*r, _mm256_and_si256(set, sixteen));
-        }
+        add_fifth_bits(&mut r, bits);
     }
     (r, dw, mw)
+}
+
+/// Sets bit 4 of register `q`'s bytes where `bits` has bit `2q` (low 128-bit lane) or `2q + 1`
+/// (high lane) set: the packed fifth bits of the 5-bit formats.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn add_fifth_bits(r: &mut [__m256i; GROUP], bits: __m256i) {
+    let sixteen = _mm256_set1_epi8(0x10);
+    for (q, r) in r.iter_mut().enumerate() {
+        let select = _mm256_set_m128i(
+            _mm_set1_epi8((1u8 << (2 * q + 1)) as i8),
+            _mm_set1_epi8((1u8 << (2 * q)) as i8),
+        );
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, select), select);
+        *r = _mm256_or_si256(*r, _mm256_and_si256(set, sixteen));
+    }
 }
 
 /// A packed pair ([`crate::packed`]), as [`decode_packed`] gives a group whose blocks 2 and 3
@@ -309,15 +317,7 @@ fn decode_pair<const F: u8>(pair: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
         let h = u64::from_le_bytes(std::array::from_fn(|j| g[qh + j]));
         // Bytes 0..8 of each lane: the fifth bits; 8..16 hold no values.
         let bits = _mm256_unpacklo_epi64(_mm256_set1_epi64x(h as i64), zero);
-        let sixteen = _mm256_set1_epi8(0x10);
-        for (q, r) in r.iter_mut().enumerate() {
-            let select = _mm256_set_m128i(
-                _mm_set1_epi8((1u8 << (2 * q + 1)) as i8),
-                _mm_set1_epi8((1u8 << (2 * q)) as i8),
-            );
-            let set = _mm256_cmpeq_epi8(_mm256_and_si256(bits, select), select);
-            *r = _mm256_or_si256(*r, _mm256_and_si256(set, sixteen));
-        }
+        add_fifth_bits(&mut r, bits);
     }
     (r, dw, mw)
 }

@@ -106,8 +106,9 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
     debug_assert_eq!(x.layout, Q8Layout::Interleaved);
     let format = format(F);
     let bb = format.block_bytes();
-    let stride = x.len() / T; // activation blocks per row, padded to whole groups
-                              // (A tile of one row's arrangement is its own layout: nothing to pick.)
+    // Activation blocks per row, padded to whole groups.
+    let stride = x.len() / T;
+    // (A tile of one row's arrangement is its own layout: nothing to pick.)
     let by_tile = T > 1 && x.tile_d.len() == x.d.len();
     // A row's four scales of group `g` (`v`: d or s), and four rows' or two rows' side by side:
     // one load where the tile's scales are arranged (Q8Rows::arrange_tile_scales).
