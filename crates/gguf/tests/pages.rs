@@ -23,7 +23,12 @@ fn released_pages_leave_the_resident_set_and_read_back_the_same() {
     let bytes: Vec<u8> = (0..16 * MB).map(|i| (i * 7 % 251) as u8).collect();
     let mut w = GgufWriter::new();
     w.meta_str("general.architecture", "llama");
-    w.tensor("big", &[(bytes.len() / 4) as u64], GgmlType::F32, bytes.clone());
+    w.tensor(
+        "big",
+        &[(bytes.len() / 4) as u64],
+        GgmlType::F32,
+        bytes.clone(),
+    );
     let path = std::env::temp_dir().join(format!("runahead-pages-{}.gguf", std::process::id()));
     std::fs::write(&path, w.to_bytes()).expect("write the test file");
     let file = GgufFile::open(&path).expect("open");
@@ -38,7 +43,11 @@ fn released_pages_leave_the_resident_set_and_read_back_the_same() {
         resident - released.min(resident) >= 12 * MB as u64,
         "resident file memory {resident} -> {released} bytes"
     );
-    assert_eq!(file.tensor_bytes(&info), &bytes[..], "read back from the file");
+    assert_eq!(
+        file.tensor_bytes(&info),
+        &bytes[..],
+        "read back from the file"
+    );
 
     // Not the file's bytes, or none: nothing happens.
     file.release_pages(&bytes);
