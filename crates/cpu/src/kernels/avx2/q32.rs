@@ -362,6 +362,17 @@ fn rows<const F: u8, const P: bool, const T: usize>(
     // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
     let present = row_bytes / bb % GROUP;
     let mut padded = [0u8; GROUP * 34];
+    // Each group's offsets (formats with a minimum), for the pass after the group loop: on
+    // the stack for rows of up to 8,192 elements.
+    let (mut on_stack, mut on_heap) = ([_mm_setzero_ps(); 64], Vec::new());
+    let mws: &mut [__m128] = match (has_min, groups) {
+        (false, _) => &mut [],
+        (true, g) if g <= on_stack.len() => &mut on_stack[..g],
+        (true, g) => {
+            on_heap.resize(g, _mm_setzero_ps());
+            &mut on_heap
+        }
+    };
     for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
         let mut acc = [_mm256_setzero_ps(); T];
         // Offsets' sums: rows 2p and 2p + 1 in the halves of `macc2[p]`, an odd last row in
@@ -400,28 +411,8 @@ fn rows<const F: u8, const P: bool, const T: usize>(
                 w
             };
             let dw8 = _mm256_set_m128(dw, dw);
-            if has_min {
-                let mw2 = _mm256_set_m128(mw, mw);
-                for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
-                    // SAFETY: rows 2p and 2p + 1 of group g: in bounds (asserted above), and
-                    // side by side where arranged.
-                    let s8 = unsafe {
-                        if arranged {
-                            _mm256_loadu_ps(s.add(s_at(g, 2 * p)))
-                        } else {
-                            _mm256_set_m128(
-                                _mm_loadu_ps(s.add(s_at(g, 2 * p + 1))),
-                                _mm_loadu_ps(s.add(s_at(g, 2 * p))),
-                            )
-                        }
-                    };
-                    *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
-                }
-                if T % 2 == 1 {
-                    // SAFETY: as above.
-                    let s4 = unsafe { _mm_loadu_ps(s.add(s_at(g, T - 1))) };
-                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, s4));
-                }
+            if let Some(slot) = mws.get_mut(g) {
+                *slot = mw; // (formats with a minimum: one per group)
             }
             for (t, acc) in acc.iter_mut().enumerate() {
                 let at = t * groups + g;
@@ -472,22 +463,99 @@ fn rows<const F: u8, const P: bool, const T: usize>(
                 *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums)));
             }
         }
-        let o = out.row(r);
-        for (t, (o, acc)) in o.iter_mut().zip(acc).enumerate() {
-            let macc = if t < T / 2 * 2 {
-                let m = macc2[t / 2];
-                if t % 2 == 0 {
-                    _mm256_castps256_ps128(m)
-                } else {
-                    _mm256_extractf128_ps::<1>(m)
+        if has_min {
+            // The offsets' products in a pass of their own: in the group loop their
+            // accumulators pushed the tile's out of the sixteen registers.
+            for (g, &mw) in mws.iter().enumerate() {
+                let mw2 = _mm256_set_m128(mw, mw);
+                for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
+                    // SAFETY: rows 2p and 2p + 1 of group g: in bounds (asserted above), and
+                    // side by side where arranged.
+                    let s8 = unsafe {
+                        if arranged {
+                            _mm256_loadu_ps(s.add(s_at(g, 2 * p)))
+                        } else {
+                            _mm256_set_m128(
+                                _mm_loadu_ps(s.add(s_at(g, 2 * p + 1))),
+                                _mm_loadu_ps(s.add(s_at(g, 2 * p))),
+                            )
+                        }
+                    };
+                    *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
                 }
-            } else {
-                macc1
-            };
+                if T % 2 == 1 {
+                    // SAFETY: as above.
+                    let s4 = unsafe { _mm_loadu_ps(s.add(s_at(g, T - 1))) };
+                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, s4));
+                }
+            }
+        }
+        let o = out.row(r);
+        if T == 1 {
             let mut m = [0f32; 4];
             // SAFETY: `m` holds four f32.
-            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc) };
-            *o = finish_q32(format, hsum8(&lanes(acc)), hsum4(&m));
+            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc1) };
+            o[0] = finish_q32(format, hsum8(&lanes(acc[0])), hsum4(&m));
+            continue;
         }
+        // The tile's rows summed side by side: padded to eight with zeros, whose sums are
+        // dropped.
+        let acc8: [__m256; 8] =
+            std::array::from_fn(|t| acc.get(t).copied().unwrap_or(_mm256_setzero_ps()));
+        let mut sums = tile_hsum8(acc8);
+        if has_min {
+            let macc: [__m256; 4] = std::array::from_fn(|p| match p {
+                p if p < T / 2 => macc2[p],
+                p if p == T / 2 && T % 2 == 1 => _mm256_set_m128(_mm_setzero_ps(), macc1),
+                _ => _mm256_setzero_ps(),
+            });
+            sums = _mm256_add_ps(sums, tile_hsum4(macc));
+        }
+        let mut v = [0f32; 8];
+        // SAFETY: `v` holds eight f32.
+        unsafe { _mm256_storeu_ps(v.as_mut_ptr(), sums) };
+        o.copy_from_slice(&v[..T]);
     }
+}
+
+/// [`hsum4`] of eight rows at once: `halves[k]` holds row `2k`'s four lanes, then row
+/// `2k + 1`'s; lane `t` of the result is row `t`'s `(m0 + m2) + (m1 + m3)`, the same additions
+/// of the same operands, so the same bits.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_hsum4(halves: [__m256; 4]) -> __m256 {
+    // Lanes (0, 1) of each row's four plus lanes (2, 3): rows 2k and 2k + 2 in the low
+    // 128-bit lane, 2k + 1 and 2k + 3 in the high.
+    let fold = |a: __m256, b: __m256| {
+        _mm256_add_ps(
+            _mm256_shuffle_ps::<0b01_00_01_00>(a, b),
+            _mm256_shuffle_ps::<0b11_10_11_10>(a, b),
+        )
+    };
+    let (a, b) = (fold(halves[0], halves[1]), fold(halves[2], halves[3]));
+    // Rows [0, 2, 4, 6 | 1, 3, 5, 7], then in order.
+    let v = _mm256_add_ps(
+        _mm256_shuffle_ps::<0b10_00_10_00>(a, b),
+        _mm256_shuffle_ps::<0b11_01_11_01>(a, b),
+    );
+    _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+/// [`hsum8`] of eight accumulators at once, lane `t` of the result from `acc[t]`: each
+/// register's halves added (`a_l + a_{l+4}`), then [`tile_hsum4`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_hsum8(acc: [__m256; 8]) -> __m256 {
+    let halves = |a: __m256, b: __m256| {
+        _mm256_add_ps(
+            _mm256_permute2f128_ps::<0x20>(a, b),
+            _mm256_permute2f128_ps::<0x31>(a, b),
+        )
+    };
+    tile_hsum4([
+        halves(acc[0], acc[1]),
+        halves(acc[2], acc[3]),
+        halves(acc[4], acc[5]),
+        halves(acc[6], acc[7]),
+    ])
 }
