@@ -8,6 +8,7 @@
 //! `rows * cols` against the `rows * cols * out_features` of the product it feeds, and one
 //! implementation cannot drift.
 
+use crate::aligned::Aligned;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::Isa;
 use crate::kernels::{Kernels, TILE};
@@ -35,6 +36,11 @@ pub struct Q8Rows {
     /// offset (Q4_0: `q - 8`, Q5_0: `q - 16`) subtracts `offset` times from the unsigned
     /// products; empty in [`Q8Layout::Blocks`].
     pub ysum: Vec<[i32; 8]>, // [groups]
+    /// `qs`, `d8` and `ysum` again, arranged like `tile_s` and on whole cache lines (see
+    /// [`Q8Rows::arrange_tile_values`]); empty unless asked for.
+    pub tile_qs: Aligned<[i8; 32]>, // [tiles][groups][rows of the tile][Q8_GROUP]
+    pub tile_d8: Aligned<[f32; 8]>, // [tiles][groups][rows of the tile]
+    pub tile_ysum: Aligned<[i32; 8]>, // [tiles][groups][rows of the tile]
 }
 
 /// Where the values of a group of [`Q8_GROUP`] blocks sit in its 128 bytes.
@@ -73,6 +79,9 @@ impl Q8Rows {
             tile_s: &self.tile_s,
             d8: &self.d8,
             ysum: &self.ysum,
+            tile_qs: self.tile_qs.as_slice(),
+            tile_d8: self.tile_d8.as_slice(),
+            tile_ysum: self.tile_ysum.as_slice(),
         }
     }
 
@@ -98,6 +107,35 @@ impl Q8Rows {
         self.tile_d = tile_d;
         self.tile_s = tile_s;
     }
+
+    /// Copies `qs`, `d8` and `ysum` ([`Q8Layout::Interleaved`] rows of `row_blocks` blocks)
+    /// into `tile_qs`, `tile_d8` and `tile_ysum`, arranged as [`Q8Rows::arrange_tile_scales`]
+    /// arranges the scales: a kernel then reaches each row of a tile's group at a fixed offset
+    /// from one place, where the rows' own places cost it an address per row and group; and
+    /// on whole cache lines, so that no 32-byte load of them splits a line.
+    pub fn arrange_tile_values(&mut self, row_blocks: usize) {
+        debug_assert_eq!(self.layout, Q8Layout::Interleaved);
+        let rows = self.qs.len() / row_blocks.max(1);
+        let groups = row_blocks / Q8_GROUP;
+        let mut qs = Aligned::zeroed(self.qs.len());
+        let mut d8 = Aligned::zeroed(self.d8.len());
+        let mut ysum = Aligned::zeroed(self.ysum.len());
+        let (qs_to, d8_to, ysum_to) = (qs.as_mut_slice(), d8.as_mut_slice(), ysum.as_mut_slice());
+        let mut next = 0; // the next group row in arranged order
+        for t0 in (0..rows).step_by(TILE) {
+            for g in 0..groups {
+                for t in t0..TILE.min(rows - t0) + t0 {
+                    let at = t * row_blocks + g * Q8_GROUP;
+                    qs_to[next * Q8_GROUP..(next + 1) * Q8_GROUP]
+                        .copy_from_slice(&self.qs[at..at + Q8_GROUP]);
+                    d8_to[next] = self.d8[t * groups + g];
+                    ysum_to[next] = self.ysum[t * groups + g];
+                    next += 1;
+                }
+            }
+        }
+        (self.tile_qs, self.tile_d8, self.tile_ysum) = (qs, d8, ysum);
+    }
 }
 
 /// A run of blocks of [`Q8Rows`] (a tile's rows, one after another; whole groups when the
@@ -114,6 +152,11 @@ pub struct Q8Slice<'a> {
     /// See [`Q8Rows::d8`] and [`Q8Rows::ysum`] (empty unless interleaved).
     pub d8: &'a [[f32; 8]], // [groups]
     pub ysum: &'a [[i32; 8]], // [groups]
+    /// A tile's part of [`Q8Rows::tile_qs`], [`Q8Rows::tile_d8`] and [`Q8Rows::tile_ysum`]
+    /// (empty when not arranged).
+    pub tile_qs: &'a [[i8; 32]], // [groups][rows][Q8_GROUP]
+    pub tile_d8: &'a [[f32; 8]], // [groups][rows]
+    pub tile_ysum: &'a [[i32; 8]], // [groups][rows]
 }
 
 impl<'a> Q8Slice<'a> {
@@ -132,6 +175,13 @@ impl<'a> Q8Slice<'a> {
         let range = first * row_blocks..(first + count) * row_blocks;
         let scales = |v: &'a [f32]| if v.is_empty() { v } else { &v[range.clone()] };
         let groups = range.start / Q8_GROUP..range.end / Q8_GROUP;
+        fn part<T>(v: &[T], r: std::ops::Range<usize>) -> &[T] {
+            if v.is_empty() {
+                v
+            } else {
+                &v[r]
+            }
+        }
         Q8Slice {
             qs: &self.qs[range.clone()],
             d: &self.d[range.clone()],
@@ -139,17 +189,36 @@ impl<'a> Q8Slice<'a> {
             layout: self.layout,
             tile_d: scales(self.tile_d),
             tile_s: scales(self.tile_s),
-            d8: if self.d8.is_empty() {
-                self.d8
-            } else {
-                &self.d8[groups.clone()]
-            },
-            ysum: if self.ysum.is_empty() {
-                self.ysum
-            } else {
-                &self.ysum[groups]
-            },
+            d8: part(self.d8, groups.clone()),
+            ysum: part(self.ysum, groups.clone()),
+            tile_qs: part(self.tile_qs, range),
+            tile_d8: part(self.tile_d8, groups.clone()),
+            tile_ysum: part(self.tile_ysum, groups),
         }
+    }
+
+    /// Whether the values are arranged by tile ([`Q8Rows::arrange_tile_values`]).
+    pub fn values_by_tile(&self) -> bool {
+        self.tile_qs.len() == self.qs.len()
+    }
+
+    /// This tile of `rows` rows with its values and scales arranged by tile, for a kernel
+    /// that wants them and was handed a tile without (never by the engine, which arranges
+    /// every block of activations it multiplies for such a kernel).
+    pub fn arranged(&self, rows: usize) -> Q8Rows {
+        let row_blocks = self.len() / rows.max(1);
+        let mut q = Q8Rows {
+            qs: self.qs.to_vec(),
+            d: self.d.to_vec(),
+            s: self.s.to_vec(),
+            layout: self.layout,
+            d8: self.d8.to_vec(),
+            ysum: self.ysum.to_vec(),
+            ..Q8Rows::default()
+        };
+        q.arrange_tile_scales(row_blocks);
+        q.arrange_tile_values(row_blocks);
+        q
     }
 
     /// The values of block `b` in element order, whatever the layout.
@@ -363,6 +432,9 @@ impl<'a> Activations<'a> {
             if self.n > 1 && kernels.scales_by_tile() {
                 self.q8.arrange_tile_scales(q8_blocks_per_row(self.cols));
             }
+            if self.n > 1 && kernels.values_by_tile() {
+                self.q8.arrange_tile_values(q8_blocks_per_row(self.cols));
+            }
         }
         self.q8.as_slice()
     }
@@ -414,6 +486,40 @@ mod tests {
             assert_eq!(values(&a), values(&a2), "{isa:?}");
             assert_eq!(b, b2, "{isa:?}");
         }
+    }
+
+    /// Tile by tile, each group's rows side by side: 11 rows (a whole tile and a tile of 3)
+    /// of 3 groups.
+    #[test]
+    fn values_arranged_by_tile_are_the_rows_own() {
+        let (rows, row_blocks) = (11, 3 * Q8_GROUP);
+        let mut q = Q8Rows {
+            layout: Q8Layout::Interleaved,
+            ..Q8Rows::default()
+        };
+        let groups = rows * row_blocks / Q8_GROUP;
+        q.qs = (0..rows * row_blocks).map(|b| [b as i8; 32]).collect();
+        (q.d, q.s) = (vec![1.0; q.qs.len()], vec![0.5; q.qs.len()]);
+        q.d8 = (0..groups).map(|g| [g as f32; 8]).collect();
+        q.ysum = (0..groups).map(|g| [-(g as i32); 8]).collect();
+        q.arrange_tile_values(row_blocks);
+        let mut next = 0;
+        for t0 in (0..rows).step_by(TILE) {
+            for g in 0..3 {
+                for t in t0..TILE.min(rows - t0) + t0 {
+                    let block = t * row_blocks + g * Q8_GROUP;
+                    let group = t * 3 + g;
+                    let at = next * Q8_GROUP..(next + 1) * Q8_GROUP;
+                    assert_eq!(q.tile_qs.as_slice()[at], q.qs[block..block + Q8_GROUP]);
+                    assert_eq!(q.tile_d8.as_slice()[next], q.d8[group]);
+                    assert_eq!(q.tile_ysum.as_slice()[next], q.ysum[group]);
+                    next += 1;
+                }
+            }
+        }
+        assert_eq!(next, groups);
+        let tile = q.as_slice().tile(8, 3, row_blocks);
+        assert!(tile.values_by_tile() && tile.tile_d8[0] == q.d8[8 * 3]);
     }
 
     #[test]

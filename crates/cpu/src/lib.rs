@@ -8,6 +8,7 @@
 //! gives the same bits; the KV cache is stored in f16 (the reference rounds to f16 too).
 
 pub mod activations;
+pub mod aligned;
 mod attention;
 mod engine;
 mod error;

@@ -248,10 +248,11 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
     }
 }
 
-/// A tile whose activation scales were not arranged by tile (only `Activations` arranges them)
-/// gives the same bits as one whose were, on every format and tile size.
+/// A tile whose activation scales and values were not arranged by tile (only `Activations`
+/// arranges them; a kernel that wants them arranged arranges a copy) gives the same bits as one
+/// whose were, on every format and tile size.
 #[test]
-fn q32_products_do_not_depend_on_the_scales_arrangement() {
+fn q32_products_do_not_depend_on_the_activations_arrangement() {
     use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Q8Rows};
     use runahead_cpu::formats::Q32Format;
     use runahead_cpu::kernels::Out;
@@ -274,6 +275,9 @@ fn q32_products_do_not_depend_on_the_scales_arrangement() {
                 }
                 let mut arranged = q.clone();
                 arranged.arrange_tile_scales(q8_blocks_per_row(cols));
+                if kernels.values_by_tile() {
+                    arranged.arrange_tile_values(q8_blocks_per_row(cols));
+                }
                 let rb = w.len() / rows;
                 let packed = kernels.pack(WeightFormat::Q32(format), &w, rb);
                 let mut layouts = vec![(Layout::Gguf, &w)];

@@ -160,6 +160,12 @@ impl Kernels {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
+    /// Whether [`Kernels::q32_rows`] wants a tile's activation values arranged by tile too
+    /// ([`crate::activations::Q8Rows::arrange_tile_values`]) when it has several rows.
+    pub fn values_by_tile(self) -> bool {
+        self.isa == Isa::Avx2
+    }
+
     /// Rearranges whole groups of activation blocks from [`Q8Layout::Blocks`] to
     /// [`Kernels::q8_layout`].
     pub fn arrange_q8(self, blocks: &mut [[i8; 32]]) {
@@ -257,6 +263,10 @@ impl Kernels {
             let mut rows = vec![0u8; w_rows.len()];
             packed::unpack_rows(f, w_rows, row_bytes, &mut rows);
             return self.q32_rows(f, Layout::Gguf, &rows, row_bytes, x, out);
+        }
+        if self.values_by_tile() && out.tile > 1 && !x.values_by_tile() {
+            let arranged = x.arranged(out.tile);
+            return self.q32_rows(f, layout, w_rows, row_bytes, arranged.as_slice(), out);
         }
         match self.isa {
             #[cfg(target_arch = "x86_64")]

@@ -12,8 +12,13 @@
 //! instructions where flipping the activations' signs took four; the offsets' products of Q4_1
 //! and Q5_1 are summed two rows to a register after the group loop, so that the tile's eight
 //! accumulators, the weights and the constants fit the sixteen registers. The weights'
-//! decoding and transpose into the layout is paid once per tile.
+//! decoding and transpose into the layout is paid once per tile. A tile's activations come
+//! arranged by tile on whole cache lines ([`Q8Rows::arrange_tile_values`]): each row of a group
+//! at a fixed offset from the group's place, so no address is computed per row and no load
+//! splits a line; and the tile's eight rows are summed side by side at the end
+//! ([`tile_hsum8`]), the same additions as each row's own.
 //!
+//! [`Q8Rows::arrange_tile_values`]: crate::activations::Q8Rows::arrange_tile_values
 //! [`Q8Rows::d8`]: crate::activations::Q8Rows::d8
 //! [`Q8Rows::ysum`]: crate::activations::Q8Rows::ysum
 
@@ -335,27 +340,27 @@ fn rows<const F: u8, const P: bool, const T: usize>(
     debug_assert_eq!(x.layout, Q8Layout::Interleaved);
     let stride = x.len() / T; // activation blocks per row, padded to whole groups
     let groups = stride / GROUP;
+    // A tile of several rows comes arranged by tile (Kernels::q32_rows sees to it): each
+    // group's rows side by side, at fixed offsets from the group's place. One row's
+    // arrangement is its own order.
+    let (qs, d8, ysum, s) = if T == 1 {
+        (x.qs, x.d8, x.ysum, x.s)
+    } else {
+        (x.tile_qs, x.tile_d8, x.tile_ysum, x.tile_s)
+    };
     // Every read of the activations below is in bounds by these (`T * groups` groups each).
     assert!(
-        x.qs.len() == T * groups * GROUP
-            && x.d8.len() == T * groups
-            && (!offset(F) || x.ysum.len() == T * groups)
-            && x.s.len() == T * stride,
-        "activations of {T} rows of {groups} groups"
+        qs.len() == T * groups * GROUP
+            && d8.len() == T * groups
+            && (!offset(F) || ysum.len() == T * groups)
+            && s.len() == T * stride,
+        "activations of {T} rows of {groups} groups, arranged by tile"
     );
-    let qs = x.qs.as_ptr() as *const __m256i; // [T][groups][GROUP]
-    let d8 = x.d8.as_ptr() as *const __m256; // [T][groups]
-                                             // The offsets' activation scales, two rows to eight f32 where the tile's are arranged
-                                             // (Q8Rows::arrange_tile_scales: [groups][T][GROUP]), else each row's own ([T][groups][GROUP]).
-    let arranged = T > 1 && x.tile_s.len() == x.s.len();
-    let s = if arranged { x.tile_s } else { x.s }.as_ptr();
-    let s_at = |g: usize, t: usize| {
-        if arranged {
-            (g * T + t) * GROUP
-        } else {
-            (t * groups + g) * GROUP
-        }
-    };
+    let qs = qs.as_ptr() as *const __m256i; // [groups][T][GROUP]
+    let d8 = d8.as_ptr() as *const __m256; // [groups][T]
+    let ysum = ysum.as_ptr() as *const __m256i; // [groups][T] (offset formats)
+    let s = s.as_ptr(); // [groups][T][GROUP]: two rows' offsets' scales are eight f32
+    let s_at = |g: usize, t: usize| (g * T + t) * GROUP;
     let ones = _mm256_set1_epi16(1);
     // A row's last group when it has fewer than four blocks (the same count in every row):
     // the blocks it has, then zeros (scale 0 against padded activations of 0: exactly the
@@ -414,10 +419,14 @@ fn rows<const F: u8, const P: bool, const T: usize>(
             if let Some(slot) = mws.get_mut(g) {
                 *slot = mw; // (formats with a minimum: one per group)
             }
+            // SAFETY: group g's rows: in bounds (asserted above). Each row below is at a
+            // fixed offset from these (T is a constant), no address to compute.
+            let (yg, d8g) = unsafe { (qs.add(g * T * GROUP), d8.add(g * T)) };
+            // (Read only by the offset formats, whose `ysum` has every group.)
+            let ysg = ysum.wrapping_add(g * T);
             for (t, acc) in acc.iter_mut().enumerate() {
-                let at = t * groups + g;
-                // SAFETY: `at < T * groups` (asserted above): group `at` of `qs` and `d8`.
-                let (y, d8) = unsafe { (qs.add(at * GROUP), d8.add(at)) };
+                // SAFETY: row t < T of group g, as above.
+                let (y, d8) = unsafe { (yg.add(t * GROUP), d8g.add(t)) };
                 // SAFETY: as above, unaligned loads.
                 let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
                 let sums = if F == Q8_0 {
@@ -445,9 +454,7 @@ fn rows<const F: u8, const P: bool, const T: usize>(
                     let sums = _mm256_madd_epi16(p, ones);
                     if offset(F) {
                         // SAFETY: as above (offset formats have `T * groups` of them).
-                        let ys = unsafe {
-                            _mm256_loadu_si256(x.ysum.as_ptr().add(at) as *const __m256i)
-                        };
+                        let ys = unsafe { _mm256_loadu_si256(ysg.add(t)) };
                         let off = if F == Q4_0 {
                             _mm256_slli_epi32::<3>(ys)
                         } else {
@@ -469,18 +476,9 @@ fn rows<const F: u8, const P: bool, const T: usize>(
             for (g, &mw) in mws.iter().enumerate() {
                 let mw2 = _mm256_set_m128(mw, mw);
                 for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
-                    // SAFETY: rows 2p and 2p + 1 of group g: in bounds (asserted above), and
-                    // side by side where arranged.
-                    let s8 = unsafe {
-                        if arranged {
-                            _mm256_loadu_ps(s.add(s_at(g, 2 * p)))
-                        } else {
-                            _mm256_set_m128(
-                                _mm_loadu_ps(s.add(s_at(g, 2 * p + 1))),
-                                _mm_loadu_ps(s.add(s_at(g, 2 * p))),
-                            )
-                        }
-                    };
+                    // SAFETY: rows 2p and 2p + 1 of group g, side by side: in bounds (asserted
+                    // above).
+                    let s8 = unsafe { _mm256_loadu_ps(s.add(s_at(g, 2 * p))) };
                     *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
                 }
                 if T % 2 == 1 {
