@@ -2,6 +2,7 @@
 //! reference's order (slots ascending; scores, softmax, then values accumulated slot by slot),
 //! reading the f16 cache. Threads split the (token, head) pairs.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use half::f16;
@@ -96,28 +97,110 @@ impl Attention<'_> {
         }
     }
 
-    /// `pairs` of KV head `kvh`, over its rows widened to f32 once for all of them.
+    /// `pairs` of KV head `kvh`, over its rows widened to f32 once for all of them, a chunk of
+    /// [`CHUNK_SLOTS`] slots at a time: every pair's scores over a chunk of keys, then (after
+    /// the softmax of each pair's whole row) every pair's sum over a chunk of values. Each
+    /// score and each output's slot-by-slot sum is computed as over the whole head at once.
     fn widened(&self, kvh: usize, pairs: Pairs, s: &mut Scratch) {
-        let (hd, kernels) = (self.head_dim, self.kernels);
-        let slots = self.base + self.n;
+        let (hd, kernels, base) = (self.head_dim, self.kernels, self.base);
         let h = kvh * (self.n_heads / self.n_kv_heads);
-        kernels.widen(self.rows(self.k, h), slots, &mut s.k);
-        kernels.widen(self.rows(self.v, h), slots, &mut s.v);
-        let (k, v) = (std::mem::take(&mut s.k), std::mem::take(&mut s.v));
-        let widened = |data| F32Rows {
-            data,
-            stride: hd,
-            offset: 0,
-            len: hd,
-        };
-        for (pair, o) in pairs {
-            let (i, h) = (pair / self.n_heads, pair % self.n_heads);
-            self.head(i, h, s, |q, slots, scale, scores| {
-                kernels.scores_f32(q, widened(&k), slots, scale, scores)
-            });
-            kernels.weighted_sum_f32(widened(&v), &s.slots, &s.scores, o);
+        let (k_rows, v_rows) = (self.rows(self.k, h), self.rows(self.v, h));
+        let scale = 1.0 / (hd as f32).sqrt();
+        let Scratch {
+            k,
+            v,
+            scores,
+            block_slots,
+            pair_scores,
+            rel,
+            identity,
+            ..
+        } = s;
+        if identity.len() < CHUNK_SLOTS {
+            *identity = (0..CHUNK_SLOTS).collect();
         }
-        (s.k, s.v) = (k, v);
+        block_slots.resize_with(pairs.len(), Vec::new);
+        pair_scores.resize_with(pairs.len(), Vec::new);
+        for (p, (pair, _)) in pairs.iter().enumerate() {
+            let i = pair / self.n_heads;
+            block_slots[p].clear();
+            block_slots[p].extend((0..self.n).filter(|&j| self.visible[i * self.n + j]));
+            pair_scores[p].clear();
+        }
+        // Pair `p`'s visible slots in chunk `c`, relative to its start (the cache's are all
+        // visible: a chunk inside it is the identity), and how many come before the chunk.
+        let in_chunk = |p: usize, c: &Range<usize>, rel: &mut Vec<usize>| -> usize {
+            let block = &block_slots[p]; // relative to `base`
+            let (first, end) = (c.start.saturating_sub(base), c.end.saturating_sub(base));
+            let (from, to) = (
+                block.partition_point(|&j| j < first),
+                block.partition_point(|&j| j < end),
+            );
+            rel.clear();
+            rel.extend((c.start..c.end.min(base)).map(|slot| slot - c.start));
+            rel.extend(block[from..to].iter().map(|&j| base + j - c.start));
+            c.start.min(base) + from
+        };
+        let chunks = (0..base + self.n)
+            .step_by(CHUNK_SLOTS)
+            .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
+        for c in chunks.clone() {
+            kernels.widen(k_rows.from_slot(c.start), c.len(), k);
+            let keys = F32Rows {
+                data: k,
+                stride: hd,
+                offset: 0,
+                len: hd,
+            };
+            for (p, (pair, _)) in pairs.iter().enumerate() {
+                let (i, h) = (pair / self.n_heads, pair % self.n_heads);
+                let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
+                let rel: &[usize] = if c.end <= base {
+                    &identity[..c.len()]
+                } else {
+                    in_chunk(p, &c, rel);
+                    rel
+                };
+                kernels.scores_f32(qh, keys, rel, scale, scores);
+                pair_scores[p].extend_from_slice(scores);
+            }
+        }
+        for scores in &mut pair_scores[..pairs.len()] {
+            softmax(scores);
+        }
+        let mut pairs = pairs;
+        for c in chunks {
+            kernels.widen(v_rows.from_slot(c.start), c.len(), v);
+            let values = F32Rows {
+                data: v,
+                stride: hd,
+                offset: 0,
+                len: hd,
+            };
+            for (p, (_, o)) in pairs.iter_mut().enumerate() {
+                let (rel, before): (&[usize], usize) = if c.end <= base {
+                    (&identity[..c.len()], c.start)
+                } else {
+                    let before = in_chunk(p, &c, rel);
+                    (rel, before)
+                };
+                let weights = &pair_scores[p][before..before + rel.len()];
+                kernels.weighted_sum_f32(values, rel, weights, o);
+            }
+        }
+    }
+
+    /// The slots block token `i` sees, ascending: the cache before the block, then the block's
+    /// visible entries.
+    fn visible_slots(&self, i: usize, slots: &mut Vec<usize>) {
+        let n = self.n;
+        slots.clear();
+        slots.extend(0..self.base);
+        slots.extend(
+            (0..n)
+                .filter(|&j| self.visible[i * n + j])
+                .map(|j| self.base + j),
+        );
     }
 
     /// Head `h` of block token `i`: its visible slots into `s.slots` and their softmaxed
@@ -129,16 +212,10 @@ impl Attention<'_> {
         s: &mut Scratch,
         scores: impl Fn(&[f32], &[usize], f32, &mut Vec<f32>),
     ) {
-        let (hd, n) = (self.head_dim, self.n);
+        let hd = self.head_dim;
         let scale = 1.0 / (hd as f32).sqrt();
         let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
-        s.slots.clear();
-        s.slots.extend(0..self.base);
-        s.slots.extend(
-            (0..n)
-                .filter(|&j| self.visible[i * n + j])
-                .map(|j| self.base + j),
-        );
+        self.visible_slots(i, &mut s.slots);
         scores(qh, &s.slots, scale, &mut s.scores);
         softmax(&mut s.scores);
     }
@@ -149,7 +226,19 @@ impl Attention<'_> {
 struct Scratch {
     slots: Vec<usize>,
     scores: Vec<f32>,
-    /// A KV head's keys and values widened to f32 (`[slots, head_dim]`).
+    /// A chunk of a KV head's keys and values widened to f32 (`[CHUNK_SLOTS, head_dim]`).
     k: Vec<f32>,
     v: Vec<f32>,
+    /// The widened path's: each pair's visible block entries (relative to the cache's
+    /// length) and scores, a chunk's slots relative to its first, and `0..CHUNK_SLOTS` (a chunk
+    /// of the cache's entries, all visible).
+    block_slots: Vec<Vec<usize>>,
+    pair_scores: Vec<Vec<f32>>,
+    rel: Vec<usize>,
+    identity: Vec<usize>,
 }
+
+/// Slots a chunk of widened keys and values holds: 64 rows of 64 f32 are 16 KB, which stay in
+/// the L1 cache while every pair of a unit reads them; a whole KV head widened at once (512 KB
+/// of keys and values behind 1,024 entries) went out to the outer caches and back for each pair.
+const CHUNK_SLOTS: usize = 64;

@@ -365,3 +365,46 @@ fn a_nan_weight_gives_no_usable_logit() {
         );
     }
 }
+
+/// Behind a cache longer than attention's chunks of widened keys and values (64 slots), blocks
+/// whose entries straddle a chunk's end give the bits of one token at a time, and of every
+/// instruction set (the scalar kernels read the f16 cache whole, never widened nor chunked),
+/// causal and tree-masked.
+#[test]
+fn attention_across_chunks_keeps_the_bits() {
+    let spec = TinyModel::llama();
+    let prompt: Vec<u32> = (0..140u32).map(|i| 3 + i * 37 % 200).collect();
+    // a(10) -> b(11) -> c(12); a -> d(13); e(14)
+    let tokens = [10, 11, 12, 13, 14];
+    let parents = [None, Some(0), Some(1), Some(0), None];
+    let mut first: Option<Vec<Vec<Vec<f32>>>> = None;
+    for o in setups() {
+        let mut got = Vec::new();
+        for prefix in [60, 126] {
+            let mut m = load(&spec, &o);
+            block_on(m.forward(&Batch::causal(&prompt[..prefix], 0))).unwrap();
+            let block = rows(
+                &block_on(m.forward(&Batch::causal(&prompt[prefix..prefix + 8], prefix))).unwrap(),
+            );
+            let mut c = load(&spec, &o);
+            block_on(c.forward(&Batch::causal(&prompt[..prefix], 0))).unwrap();
+            let single = one_by_one(&mut c, &prompt[prefix..prefix + 8]);
+            assert!(block == single, "{o:?}: block after {prefix}");
+            let mut t = load(&spec, &o);
+            block_on(t.forward(&Batch::causal(&prompt[..prefix], 0))).unwrap();
+            let tree = rows(
+                &block_on(t.forward(&Batch::tree(&tokens, &parents, prefix).unwrap())).unwrap(),
+            );
+            let mut chain = load(&spec, &o);
+            block_on(chain.forward(&Batch::causal(&prompt[..prefix], 0))).unwrap();
+            let abc =
+                rows(&block_on(chain.forward(&Batch::causal(&[10, 11, 12], prefix))).unwrap());
+            assert!(tree[..3] == abc[..], "{o:?}: tree after {prefix}");
+            got.extend([block, tree]);
+        }
+        match &first {
+            None => first = Some(got),
+            Some(want) => assert!(&got == want, "{o:?} differs from {:?}", setups()[0]),
+        }
+    }
+}

@@ -322,6 +322,14 @@ impl<'a, E> Rows<'a, E> {
     pub fn row(&self, slot: usize) -> &'a [E] {
         &self.data[slot * self.stride + self.offset..][..self.len]
     }
+
+    /// The rows from `first` on: row `s` of the result is row `first + s`.
+    pub fn from_slot(&self, first: usize) -> Self {
+        Rows {
+            data: &self.data[first * self.stride..],
+            ..*self
+        }
+    }
 }
 
 /// An element of attention's rows: f16 as the cache stores it, or f32 once widened (exactly).
