@@ -146,12 +146,7 @@ impl Attention<'_> {
             .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
         for c in chunks.clone() {
             kernels.widen(k_rows.from_slot(c.start), c.len(), k);
-            let keys = F32Rows {
-                data: k,
-                stride: hd,
-                offset: 0,
-                len: hd,
-            };
+            let keys = F32Rows::dense(k, hd);
             for (p, (pair, _)) in pairs.iter().enumerate() {
                 let (i, h) = (pair / self.n_heads, pair % self.n_heads);
                 let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
@@ -171,12 +166,7 @@ impl Attention<'_> {
         let mut pairs = pairs;
         for c in chunks {
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
-            let values = F32Rows {
-                data: v,
-                stride: hd,
-                offset: 0,
-                len: hd,
-            };
+            let values = F32Rows::dense(v, hd);
             for (p, (_, o)) in pairs.iter_mut().enumerate() {
                 let (rel, before): (&[usize], usize) = if c.end <= base {
                     (&identity[..c.len()], c.start)

@@ -323,6 +323,16 @@ impl<'a, E> Rows<'a, E> {
         &self.data[slot * self.stride + self.offset..][..self.len]
     }
 
+    /// Rows of `len` elements one after another (`data`: `[rows, len]`).
+    pub fn dense(data: &'a [E], len: usize) -> Self {
+        Rows {
+            data,
+            stride: len,
+            offset: 0,
+            len,
+        }
+    }
+
     /// The rows from `first` on: row `s` of the result is row `first + s`.
     pub fn from_slot(&self, first: usize) -> Self {
         Rows {
