@@ -173,8 +173,8 @@ impl<'a> Q8Slice<'a> {
     pub fn tile(&self, first: usize, count: usize, row_blocks: usize) -> Q8Slice<'a> {
         debug_assert!(first.is_multiple_of(TILE) && count <= TILE);
         let range = first * row_blocks..(first + count) * row_blocks;
-        let scales = |v: &'a [f32]| if v.is_empty() { v } else { &v[range.clone()] };
         let groups = range.start / Q8_GROUP..range.end / Q8_GROUP;
+        // The tile's part of an optional (possibly empty) array.
         fn part<T>(v: &[T], r: std::ops::Range<usize>) -> &[T] {
             if v.is_empty() {
                 v
@@ -187,8 +187,8 @@ impl<'a> Q8Slice<'a> {
             d: &self.d[range.clone()],
             s: &self.s[range.clone()],
             layout: self.layout,
-            tile_d: scales(self.tile_d),
-            tile_s: scales(self.tile_s),
+            tile_d: part(self.tile_d, range.clone()),
+            tile_s: part(self.tile_s, range.clone()),
             d8: part(self.d8, groups.clone()),
             ysum: part(self.ysum, groups.clone()),
             tile_qs: part(self.tile_qs, range),

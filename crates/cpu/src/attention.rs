@@ -122,9 +122,8 @@ impl Attention<'_> {
         block_slots.resize_with(pairs.len(), Vec::new);
         pair_scores.resize_with(pairs.len(), Vec::new);
         for (p, (pair, _)) in pairs.iter().enumerate() {
-            let i = pair / self.n_heads;
             block_slots[p].clear();
-            block_slots[p].extend((0..self.n).filter(|&j| self.visible[i * self.n + j]));
+            block_slots[p].extend(self.visible_block(pair / self.n_heads));
             pair_scores[p].clear();
         }
         // Pair `p`'s visible slots in chunk `c`, relative to its start (the cache's are all
@@ -147,9 +146,8 @@ impl Attention<'_> {
         for c in chunks.clone() {
             kernels.widen(k_rows.from_slot(c.start), c.len(), k);
             let keys = F32Rows::dense(k, hd);
-            for (p, (pair, _)) in pairs.iter().enumerate() {
-                let (i, h) = (pair / self.n_heads, pair % self.n_heads);
-                let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
+            for (p, &(pair, _)) in pairs.iter().enumerate() {
+                let qh = &self.q[pair * hd..][..hd];
                 let rel: &[usize] = if c.end <= base {
                     &identity[..c.len()]
                 } else {
@@ -180,17 +178,9 @@ impl Attention<'_> {
         }
     }
 
-    /// The slots block token `i` sees, ascending: the cache before the block, then the block's
-    /// visible entries.
-    fn visible_slots(&self, i: usize, slots: &mut Vec<usize>) {
-        let n = self.n;
-        slots.clear();
-        slots.extend(0..self.base);
-        slots.extend(
-            (0..n)
-                .filter(|&j| self.visible[i * n + j])
-                .map(|j| self.base + j),
-        );
+    /// The block entries block token `i` sees (`j`: slot `base + j`), ascending.
+    fn visible_block(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.n).filter(move |&j| self.visible[i * self.n + j])
     }
 
     /// Head `h` of block token `i`: its visible slots into `s.slots` and their softmaxed
@@ -205,7 +195,9 @@ impl Attention<'_> {
         let hd = self.head_dim;
         let scale = 1.0 / (hd as f32).sqrt();
         let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
-        self.visible_slots(i, &mut s.slots);
+        s.slots.clear();
+        s.slots.extend(0..self.base);
+        s.slots.extend(self.visible_block(i).map(|j| self.base + j));
         scores(qh, &s.slots, scale, &mut s.scores);
         softmax(&mut s.scores);
     }
