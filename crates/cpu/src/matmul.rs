@@ -10,7 +10,6 @@ use crate::error::CpuError;
 use crate::formats::WeightFormat;
 use crate::kernels::{Kernels, Out, TILE};
 use crate::packed::Layout;
-use crate::parallel;
 use crate::pool::Team;
 
 /// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
@@ -104,27 +103,21 @@ pub fn matmul_many(
         q8: x.q8_ready(),
         q8k: x.q8k_ready(),
     };
-    // Each job's result, weight row by weight row: `[rows, n]` (the layout a thread writes
-    // contiguously), turned into `[n, rows]` at the end. With one input row both are the same.
-    let mut transposed: Vec<Vec<f32>> = jobs
-        .iter()
-        .map(|(w, _)| {
-            if n == 1 {
-                Vec::new()
-            } else {
-                vec![0f32; w.rows * n]
-            }
-        })
-        .collect();
     let matrices: Vec<Matrix> = jobs.iter().map(|(w, _)| *w).collect();
+    // A unit's outputs: its weight rows' part of each of the `n` rows of its job's
+    // `[n, rows]` result, which the kernels write in place.
     let mut units: Vec<Unit> = Vec::new();
-    for (j, ((w, out), tr)) in jobs.iter_mut().zip(transposed.iter_mut()).enumerate() {
+    for (j, (w, out)) in jobs.iter_mut().enumerate() {
         debug_assert_eq!(out.len(), n * w.rows);
         debug_assert_eq!(x.cols, w.cols);
         let chunk = chunk_rows(w, team.threads());
-        let dst: &mut [f32] = if n == 1 { out } else { tr };
-        for (c, part) in dst.chunks_mut(chunk * n).enumerate() {
-            units.push((j, c * chunk, part));
+        let mut parts: Vec<_> = out
+            .chunks_mut(w.rows)
+            .map(|r| r.chunks_mut(chunk))
+            .collect();
+        for c in 0..w.rows.div_ceil(chunk) {
+            let unit: Vec<&mut [f32]> = parts.iter_mut().filter_map(Iterator::next).collect();
+            units.push((j, c * chunk, unit));
         }
     }
     // Each thread walks its own contiguous share of the units in order, so its weight reads
@@ -135,10 +128,10 @@ pub fn matmul_many(
     let shares = team.threads().min(units.len());
     if shares <= 1 {
         // One thread (always in wasm): the units in order, with nothing to share.
-        for (j, first_row, part) in units {
-            compute_rows(kernels, &matrices[j], &input, n, first_row, part);
+        for (j, first_row, mut part) in units {
+            compute_rows(kernels, &matrices[j], &input, first_row, &mut part);
         }
-        return transpose_back(team, jobs, &transposed, n);
+        return;
     }
     let plan = Shares::new(units.len(), shares);
     let units: Vec<Mutex<Option<Unit>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
@@ -149,42 +142,11 @@ pub fn matmul_many(
             // Each index is taken once; a poisoned lock means another thread panicked, and
             // its panic is what gets reported.
             let unit = units[i].lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some((j, first_row, part)) = unit {
-                compute_rows(kernels, &matrices[j], &input, n, first_row, part);
+            if let Some((j, first_row, mut part)) = unit {
+                compute_rows(kernels, &matrices[j], &input, first_row, &mut part);
             }
         }
     });
-    transpose_back(team, jobs, &transposed, n);
-}
-
-/// Output rows transposed together: the values of one weight row they take are 16 f32, one
-/// cache line of the `[rows, n]` result, where a row at a time read a line per value.
-const TRANSPOSE_ROWS: usize = 16;
-
-/// Each job's `[rows, n]` result into its `[n, rows]` output (nothing to do for one row,
-/// which was written in place), split among the team (see [`parallel::for_each_chunk`]).
-fn transpose_back(
-    team: &Team,
-    jobs: &mut [(Matrix, &mut [f32])],
-    transposed: &[Vec<f32>],
-    n: usize,
-) {
-    if n == 1 {
-        return;
-    }
-    for ((_, out), tr) in jobs.iter_mut().zip(transposed) {
-        let rows = out.len() / n;
-        let block = |b: usize, dst: &mut [f32]| {
-            let t0 = b * TRANSPOSE_ROWS;
-            let k = dst.len() / rows;
-            for (r, src) in tr.chunks_exact(n).enumerate() {
-                for (dt, &v) in src[t0..t0 + k].iter().enumerate() {
-                    dst[dt * rows + r] = v;
-                }
-            }
-        };
-        parallel::for_each_chunk(team, n, out, TRANSPOSE_ROWS * rows, block);
-    }
 }
 
 /// `count` units in contiguous shares, one per thread: each thread takes its own share's units
@@ -214,8 +176,9 @@ impl Shares {
     }
 }
 
-/// A unit of work: job, first weight row, and its outputs (`[rows, n]`).
-type Unit<'o> = (usize, usize, &'o mut [f32]);
+/// A unit of work: job, first weight row, and its outputs (`[n][rows]`: each input row's
+/// values for the unit's weight rows).
+type Unit<'o> = (usize, usize, Vec<&'o mut [f32]>);
 
 /// Weight bytes per unit of work, so that a unit's rows stay in the L2 cache while every
 /// tile of input rows passes over them.
@@ -241,25 +204,20 @@ struct Input<'a> {
     q8k: &'a [crate::activations::BlockQ8K], // [n, cols / 256] (when needed)
 }
 
-/// Rows `first_row..` of `w` times every input row into `part` (`[rows, n]`).
+/// Rows `first_row..` of `w` times every input row into `part` (`[n][rows]`).
 fn compute_rows(
     kernels: Kernels,
     w: &Matrix,
     x: &Input,
-    n: usize,
     first_row: usize,
-    part: &mut [f32],
+    part: &mut [&mut [f32]],
 ) {
-    let (rb, rows) = (w.row_bytes(), part.len() / n);
+    let rb = w.row_bytes();
+    let rows = part.first().map_or(0, |p| p.len());
     let w_rows = &w.bytes[first_row * rb..(first_row + rows) * rb];
-    for t0 in (0..n).step_by(TILE) {
-        let tile = TILE.min(n - t0);
-        let out = Out {
-            values: &mut part[t0..],
-            stride: n,
-            tile,
-        };
-        let t = t0..t0 + tile;
+    for (tile_index, tile_out) in part.chunks_mut(TILE).enumerate() {
+        let t = tile_index * TILE..tile_index * TILE + tile_out.len();
+        let out = Out::new(tile_out);
         match w.format {
             WeightFormat::Float(f) => {
                 let x = &x.f32_rows[t.start * w.cols..t.end * w.cols];
@@ -267,7 +225,14 @@ fn compute_rows(
             }
             WeightFormat::Q32(f) => {
                 let nb = q8_blocks_per_row(w.cols);
-                kernels.q32_rows(f, w.layout, w_rows, rb, x.q8.tile(t.start, tile, nb), out)
+                kernels.q32_rows(
+                    f,
+                    w.layout,
+                    w_rows,
+                    rb,
+                    x.q8.tile(t.start, t.len(), nb),
+                    out,
+                )
             }
             WeightFormat::K(f) => {
                 let nb = w.cols / 256;

@@ -284,12 +284,9 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
                 layouts.extend(packed.as_ref().map(|p| (Layout::Packed, p)));
                 for (layout, w) in layouts {
                     let product = |q: &Q8Rows| {
-                        let mut values = vec![0f32; rows * n];
-                        let out = Out {
-                            values: &mut values,
-                            stride: n,
-                            tile: n,
-                        };
+                        let mut values = vec![0f32; n * rows];
+                        let mut by_row: Vec<&mut [f32]> = values.chunks_mut(rows).collect();
+                        let out = Out::new(&mut by_row);
                         kernels.q32_rows(format, layout, w, rb, q.as_slice(), out);
                         values
                     };

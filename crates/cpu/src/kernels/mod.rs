@@ -180,11 +180,11 @@ impl Kernels {
     }
 
     /// For every weight row `r` of `w_rows` (whole rows of `row_bytes` bytes) and each of
-    /// the `tile` (1..=[`TILE`]) activation rows `x[t]`: `out[r * stride + t] = row_r · x[t]`.
+    /// the `tile` (1..=[`TILE`]) activation rows `x[t]`: `row_r · x[t]` into `out` (see [`Out`]).
     /// Float weights against f32 activations (`x`: `[tile, cols]`).
     pub fn float_rows(self, f: FloatFormat, w_rows: &[u8], row_bytes: usize, x: &[f32], out: Out) {
-        debug_assert!((1..=TILE).contains(&out.tile));
-        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.element_bytes()));
+        debug_assert!((1..=TILE).contains(&out.tile()));
+        debug_assert_eq!(x.len(), out.tile() * (row_bytes / f.element_bytes()));
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
@@ -252,10 +252,10 @@ impl Kernels {
         x: Q8Slice,
         out: Out,
     ) {
-        debug_assert!((1..=TILE).contains(&out.tile));
+        debug_assert!((1..=TILE).contains(&out.tile()));
         debug_assert_eq!(
             x.len(),
-            out.tile * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
+            out.tile() * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
         );
         if layout == Layout::Packed && self.isa != Isa::Avx2 {
             // Kernels that take the file's order (never met by the engine, which packs only
@@ -264,8 +264,8 @@ impl Kernels {
             packed::unpack_rows(f, w_rows, row_bytes, &mut rows);
             return self.q32_rows(f, Layout::Gguf, &rows, row_bytes, x, out);
         }
-        if self.values_by_tile() && out.tile > 1 && !x.values_by_tile() {
-            let arranged = x.arranged(out.tile);
+        if self.values_by_tile() && out.tile() > 1 && !x.values_by_tile() {
+            let arranged = x.arranged(out.tile());
             return self.q32_rows(f, layout, w_rows, row_bytes, arranged.as_slice(), out);
         }
         match self.isa {
@@ -287,8 +287,8 @@ impl Kernels {
     /// As [`Kernels::float_rows`] for K-quant super-blocks against activation blocks of 256
     /// (`x`: `[tile, blocks]`).
     pub fn k_rows(self, f: KFormat, w_rows: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
-        debug_assert!((1..=TILE).contains(&out.tile));
-        debug_assert_eq!(x.len(), out.tile * (row_bytes / f.block_bytes()));
+        debug_assert!((1..=TILE).contains(&out.tile()));
+        debug_assert_eq!(x.len(), out.tile() * (row_bytes / f.block_bytes()));
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -451,18 +451,32 @@ impl Kernels {
     }
 }
 
-/// Where a kernel writes: `values[r * stride + t]` for weight row `r` and tile row `t` (a
-/// tile's column of a `[rows, stride]` block, `values` starting at the tile's first column).
-pub struct Out<'a> {
-    pub values: &'a mut [f32],
-    pub stride: usize,
-    pub tile: usize,
+/// Where a kernel writes: weight row `r` times tile row `t` goes to `rows[t][r]`, each tile
+/// row's outputs for the weight rows at hand, in the `[n, rows]` order the caller keeps (so
+/// nothing is transposed after).
+pub struct Out<'a, 'b> {
+    rows: &'a mut [&'b mut [f32]], // [tile][weight rows]
 }
 
-impl Out<'_> {
-    /// The `tile` values of weight row `r`.
-    pub fn row(&mut self, r: usize) -> &mut [f32] {
-        &mut self.values[r * self.stride..r * self.stride + self.tile]
+impl<'a, 'b> Out<'a, 'b> {
+    /// Outputs for a tile of `rows.len()` (1..=[`TILE`]) activation rows.
+    pub fn new(rows: &'a mut [&'b mut [f32]]) -> Self {
+        debug_assert!((1..=TILE).contains(&rows.len()));
+        Out { rows }
+    }
+
+    /// Activation rows in the tile.
+    pub fn tile(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Weight row `r`'s products with the tile's rows (`values[t]` for tile row `t`).
+    #[inline]
+    pub fn put(&mut self, r: usize, values: &[f32]) {
+        debug_assert_eq!(values.len(), self.rows.len());
+        for (row, &v) in self.rows.iter_mut().zip(values) {
+            row[r] = v;
+        }
     }
 }
 
@@ -473,7 +487,10 @@ pub(crate) fn each_row(
     mut out: Out,
     mut kernel: impl FnMut(&[u8], &mut [f32]),
 ) {
+    let tile = out.tile();
     for (r, w) in w_rows.chunks_exact(row_bytes).enumerate() {
-        kernel(w, out.row(r));
+        let mut values = [0f32; TILE];
+        kernel(w, &mut values[..tile]);
+        out.put(r, &values[..tile]);
     }
 }

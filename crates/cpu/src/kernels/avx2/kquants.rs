@@ -20,7 +20,7 @@ const Q6_K: u8 = 2;
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o));
     match f {
         KFormat::Q4_K => by_tile!(n, rows::<Q4_K>(w, row_bytes, x, out), fallback(out)),
@@ -165,6 +165,6 @@ fn rows<const F: u8, const T: usize>(
                 acc[t] = k_step(format, acc[t], k.d, k.dmin, xb.d, sumi, summ);
             }
         }
-        out.row(r).copy_from_slice(&acc);
+        out.put(r, &acc);
     }
 }

@@ -57,7 +57,7 @@ pub unsafe fn q32_rows(
 /// [`rows`] of format `F` for the rows' layout and the tile's size.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn by_layout<const F: u8>(layout: Layout, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     let fallback = |out: Out| {
         let mut rows = w.to_vec(); // unreachable: tiles have 1..=8 rows
         if layout == Layout::Packed {
@@ -488,12 +488,11 @@ fn rows<const F: u8, const P: bool, const T: usize>(
                 }
             }
         }
-        let o = out.row(r);
         if T == 1 {
             let mut m = [0f32; 4];
             // SAFETY: `m` holds four f32.
             unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc1) };
-            o[0] = finish_q32(format, hsum8(&lanes(acc[0])), hsum4(&m));
+            out.put(r, &[finish_q32(format, hsum8(&lanes(acc[0])), hsum4(&m))]);
             continue;
         }
         // The tile's rows summed side by side: padded to eight with zeros, whose sums are
@@ -512,7 +511,7 @@ fn rows<const F: u8, const P: bool, const T: usize>(
         let mut v = [0f32; 8];
         // SAFETY: `v` holds eight f32.
         unsafe { _mm256_storeu_ps(v.as_mut_ptr(), sums) };
-        o.copy_from_slice(&v[..T]);
+        out.put(r, &v[..T]);
     }
 }
 

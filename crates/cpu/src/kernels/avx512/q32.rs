@@ -16,7 +16,7 @@ use crate::kernels::{each_row, Out};
 /// The CPU must support AVX-512 F, BW, VBMI and VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o));
     match f {
         Q32Format::Q4_0 => by_tile!(n, rows::<Q4_0>(w, row_bytes, x, out), fallback(out)),
@@ -220,8 +220,8 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 }
             }
         }
-        let o = out.row(r);
-        for (t, o) in o.iter_mut().enumerate().take(T) {
+        let mut o = [0f32; T];
+        for (t, o) in o.iter_mut().enumerate() {
             let acc = if t < T / 2 * 2 {
                 let a = acc2[t / 2];
                 if t % 2 == 0 {
@@ -254,5 +254,6 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc) };
             *o = finish_q32(format, hsum8(&lanes(acc)), hsum4(&m));
         }
+        out.put(r, &o);
     }
 }

@@ -15,7 +15,7 @@ const BF16: u8 = 2;
 /// See [`crate::kernels::Kernels::float_rows`].
 #[target_feature(enable = "neon")]
 pub fn float_rows(f: FloatFormat, w: &[u8], row_bytes: usize, x: &[f32], out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::float_tile(f, w, x, o));
     match f {
         FloatFormat::F32 => by_tile!(n, rows::<F32>(w, row_bytes, x, out), fallback(out)),
@@ -73,7 +73,7 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: &[f32],
                 hi[t] = vaddq_f32(hi[t], vmulq_f32(w_hi, load4(&xs[4..])));
             }
         }
-        let o = out.row(r);
+        let mut o = [0f32; T];
         for t in 0..T {
             let mut l = lanes8(lo[t], hi[t]);
             for i in cols / 8 * 8..cols {
@@ -81,5 +81,6 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: &[f32],
             }
             o[t] = hsum8(&l);
         }
+        out.put(r, &o);
     }
 }

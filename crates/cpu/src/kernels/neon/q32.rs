@@ -14,7 +14,7 @@ use crate::kernels::{each_row, Out};
 /// See [`crate::kernels::Kernels::q32_rows`].
 #[target_feature(enable = "neon")]
 pub fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::q32_tile(f, w, x, o));
     match f {
         Q32Format::Q4_0 => by_tile!(n, rows::<Q4_0>(w, row_bytes, x, out), fallback(out)),
@@ -158,11 +158,12 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 }
             }
         }
-        let o = out.row(r);
+        let mut o = [0f32; T];
         for t in 0..T {
             let mut m = [0f32; 4];
             store4(&mut m, macc[t]);
             o[t] = finish_q32(format, hsum8(&lanes8(acc_lo[t], acc_hi[t])), hsum4(&m));
         }
+        out.put(r, &o);
     }
 }

@@ -12,7 +12,7 @@ use crate::kernels::{each_row, Out, TILE};
 
 /// See [`crate::kernels::Kernels::k_rows`].
 pub fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], mut out: Out) {
-    let n = out.tile;
+    let n = out.tile();
     if !(1..=TILE).contains(&n) {
         return each_row(w, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o));
     }
@@ -27,7 +27,7 @@ pub fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], mut out: O
                 *a = k_step(f, *a, k.d, k.dmin, xb.d, sumi, summ);
             }
         }
-        out.row(r).copy_from_slice(&acc[..n]);
+        out.put(r, &acc[..n]);
     }
 }
 
