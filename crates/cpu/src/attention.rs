@@ -8,7 +8,6 @@ use std::sync::Mutex;
 use half::f16;
 
 use crate::kernels::{F16Rows, F32Rows, Kernels};
-use crate::ops::softmax;
 use crate::pool::Team;
 
 /// One layer's attention problem.
@@ -159,7 +158,7 @@ impl Attention<'_> {
             }
         }
         for scores in &mut pair_scores[..pairs.len()] {
-            softmax(scores);
+            self.kernels.softmax(scores);
         }
         let mut pairs = pairs;
         for c in chunks {
@@ -199,7 +198,7 @@ impl Attention<'_> {
         s.slots.extend(0..self.base);
         s.slots.extend(self.visible_block(i).map(|j| self.base + j));
         scores(qh, &s.slots, scale, &mut s.scores);
-        softmax(&mut s.scores);
+        self.kernels.softmax(&mut s.scores);
     }
 }
 

@@ -13,7 +13,7 @@ use crate::error::CpuError;
 use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
 use crate::matmul::{matmul, matmul_many};
-use crate::ops::{add_bias, add_in_place, rms_norm, silu, Rope};
+use crate::ops::{add_bias, add_in_place, rms_norm, Rope};
 use crate::parallel;
 use crate::pool::{with_team, Team};
 use crate::weights::Weights;
@@ -182,11 +182,7 @@ impl CpuEngine {
                 ],
                 &mut Activations::new(&h, d),
             );
-            let silu_mul = |i: usize, g: &mut [f32]| {
-                for (g, &u) in g.iter_mut().zip(&up[i * c.n_ff..]) {
-                    *g = silu(*g) * u;
-                }
-            };
+            let silu_mul = |i: usize, g: &mut [f32]| k.silu_mul(g, &up[i * c.n_ff..][..c.n_ff]);
             parallel::for_each_chunk(team, rows, &mut gate, c.n_ff, silu_mul);
             let mut down = vec![0f32; rows * d];
             matmul(

@@ -33,14 +33,16 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// In-place softmax, the reference's arithmetic. The sum is a pass of its own, in the same
-/// order: summed beside each call to `exp`, its chain of adds was spilled around every call,
-/// which cost more than the exponentials at long contexts.
-pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-    }
+/// The softmax's maximum (see `Kernels::softmax`).
+pub fn max_of(x: &[f32]) -> f32 {
+    x.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// The softmax's last steps: each exponential times the inverse of their sum (summed in order).
+/// (The sum is a pass of its own, in the reference's order: summed beside each call to `exp`,
+/// its chain of adds was spilled around every call, which cost more than the exponentials at
+/// long contexts.)
+pub fn normalize(x: &mut [f32]) {
     let sum = x.iter().fold(0f32, |sum, &v| sum + v);
     let inv = 1.0 / sum;
     for v in x.iter_mut() {

@@ -297,3 +297,89 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
         }
     }
 }
+
+/// `step`-spaced f32 bit patterns through the exponentials of every instruction set (softmax's
+/// `exp(x - max)` and SiLU's `exp(-x)`), a million at a time, against the scalar path's
+/// `f32::exp`: x86 replicates glibc's `expf`, which must give the same bits everywhere, the
+/// branches for |x| >= 88, infinities and NaN included.
+fn check_exponentials(step: u64) {
+    const CHUNK: u64 = 1 << 20;
+    let all = u32::MAX as u64;
+    let simd: Vec<Kernels> = Isa::ALL[1..]
+        .iter()
+        .copied()
+        .filter_map(Kernels::new)
+        .collect();
+    let same = |a: &[f32], b: &[f32], what: &str| {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            let both_nan = x.is_nan() && y.is_nan();
+            assert!(
+                x.to_bits() == y.to_bits() || both_nan,
+                "{what}: {i}: {x} vs {y}"
+            );
+        }
+    };
+    let mut start = 0;
+    while start <= all {
+        let xs: Vec<f32> = (0..CHUNK)
+            .map(|i| start + i * step)
+            .take_while(|&b| b <= all)
+            .map(|b| f32::from_bits(b as u32))
+            .collect();
+        start += CHUNK * step;
+        let ones = vec![1f32; xs.len()];
+        let run = |k: Kernels| {
+            let (mut e, mut s) = (xs.clone(), xs.clone());
+            k.exp_minus(&mut e, 0.0);
+            k.silu_mul(&mut s, &ones);
+            (e, s)
+        };
+        let (e_want, s_want) = run(Kernels::scalar());
+        for &k in &simd {
+            let (e, s) = run(k);
+            same(
+                &e,
+                &e_want,
+                &format!("{:?} exp from {:#x}", k.isa(), xs[0].to_bits()),
+            );
+            same(
+                &s,
+                &s_want,
+                &format!("{:?} silu from {:#x}", k.isa(), xs[0].to_bits()),
+            );
+        }
+    }
+}
+
+/// Every 61st f32 (70 million: every exponent of both signs, a few seconds).
+#[test]
+fn exponentials_equal_the_scalar_path_bit_for_bit() {
+    check_exponentials(61);
+}
+
+/// Every f32 (about three minutes in release):
+/// `cargo test --release -p runahead-cpu --test kernels -- --ignored every_f32`.
+#[test]
+#[ignore = "every f32: run by hand"]
+fn exponentials_equal_the_scalar_path_on_every_f32() {
+    check_exponentials(1);
+}
+
+/// Softmax rows of odd lengths, scores up to +-120 (lanes past 88 take the scalar branch
+/// beside vector lanes), on every instruction set: the scalar path's bits.
+#[test]
+fn softmax_equals_the_scalar_path_bit_for_bit() {
+    for len in [1, 7, 8, 9, 33, 65, 1031] {
+        let mut row = random_input(1, len, len as u64);
+        for (i, v) in row.iter_mut().enumerate() {
+            *v *= [1.0, 12.0, 120.0][i % 3];
+        }
+        let mut want = row.clone();
+        Kernels::scalar().softmax(&mut want);
+        for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
+            let mut got = row.clone();
+            k.softmax(&mut got);
+            assert_bits_eq(&got, &want, &format!("{:?} softmax of {len}", k.isa()));
+        }
+    }
+}

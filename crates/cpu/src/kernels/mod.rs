@@ -377,6 +377,44 @@ impl Kernels {
         }
     }
 
+    /// In-place softmax in the reference's arithmetic: the maximum, each `exp(x - max)`, then
+    /// [`crate::ops::normalize`].
+    pub fn softmax(self, x: &mut [f32]) {
+        let max = crate::ops::max_of(x);
+        self.exp_minus(x, max);
+        crate::ops::normalize(x);
+    }
+
+    /// `x[i] = exp(x[i] - max)` with `f32::exp`'s bits (on x86 eight at a time, glibc's `expf`
+    /// replicated: see `avx2::exp`).
+    pub fn exp_minus(self, x: &mut [f32], max: f32) {
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::exp_minus(x, max) },
+            _ => {
+                for v in x.iter_mut() {
+                    *v = (*v - max).exp();
+                }
+            }
+        }
+    }
+
+    /// `g[i] = silu(g[i]) * u[i]` with [`crate::ops::silu`]'s bits (`g`, `u`: one row each).
+    pub fn silu_mul(self, g: &mut [f32], u: &[f32]) {
+        debug_assert_eq!(g.len(), u.len());
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::silu_mul(g, u) },
+            _ => {
+                for (g, &u) in g.iter_mut().zip(u) {
+                    *g = crate::ops::silu(*g) * u;
+                }
+            }
+        }
+    }
+
     /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
     /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
     /// loads convert at every read, where a block's pairs read each row many times (3 query

@@ -7,6 +7,7 @@
 //! detecting those features.
 
 mod attention;
+mod exp;
 mod float;
 mod kquants;
 mod pack;
@@ -15,6 +16,7 @@ pub(crate) mod q32;
 use std::arch::x86_64::*;
 
 pub use attention::{scores, weighted_sum, widen};
+pub use exp::{exp_minus, silu_mul};
 pub use float::float_rows;
 pub use kquants::k_rows;
 pub use pack::pack_rows;
