@@ -157,9 +157,7 @@ impl Attention<'_> {
                 pair_scores[p].extend_from_slice(scores);
             }
         }
-        for scores in &mut pair_scores[..pairs.len()] {
-            self.kernels.softmax(scores);
-        }
+        kernels.softmax_rows(&mut pair_scores[..pairs.len()]);
         let mut pairs = pairs;
         for c in chunks {
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);

@@ -33,9 +33,19 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
-/// The softmax's maximum (see `Kernels::softmax`).
+/// The softmax's maximum (see `Kernels::softmax`), in eight lanes: `f32::max` ignores NaN in any
+/// order, so only the sign of a zero maximum can differ from a fold in order, which no
+/// `exp(x - max)` sees.
 pub fn max_of(x: &[f32]) -> f32 {
-    x.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let whole = x.len() / 8 * 8;
+    for eight in x[..whole].chunks_exact(8) {
+        for (m, &v) in lanes.iter_mut().zip(eight) {
+            *m = m.max(v);
+        }
+    }
+    let tail = x[whole..].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    lanes.into_iter().fold(tail, f32::max)
 }
 
 /// The softmax's last steps: each exponential times the inverse of their sum (summed in order).
@@ -44,6 +54,11 @@ pub fn max_of(x: &[f32]) -> f32 {
 /// long contexts.)
 pub fn normalize(x: &mut [f32]) {
     let sum = x.iter().fold(0f32, |sum, &v| sum + v);
+    divide_by(x, sum);
+}
+
+/// Each value times the inverse of `sum` (the softmax's last step).
+pub fn divide_by(x: &mut [f32], sum: f32) {
     let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;

@@ -385,6 +385,30 @@ impl Kernels {
         crate::ops::normalize(x);
     }
 
+    /// [`Kernels::softmax`] of each row (the same bits), the rows' sums side by side: each is a
+    /// chain of adds in order, which one row at a time waits on add after add.
+    pub fn softmax_rows(self, rows: &mut [Vec<f32>]) {
+        for group in rows.chunks_mut(8) {
+            for row in group.iter_mut() {
+                let max = crate::ops::max_of(row);
+                self.exp_minus(row, max);
+            }
+            // Eight values of each row in turn: each row's adds in its order, the rows'
+            // chains interleaved.
+            let common = group.iter().map(Vec::len).min().unwrap_or(0) / 8 * 8;
+            let mut sums = [0f32; 8];
+            for at in (0..common).step_by(8) {
+                for (sum, row) in sums.iter_mut().zip(group.iter()) {
+                    *sum = row[at..at + 8].iter().fold(*sum, |sum, &v| sum + v);
+                }
+            }
+            for (sum, row) in sums.iter_mut().zip(group.iter_mut()) {
+                *sum = row[common..].iter().fold(*sum, |sum, &v| sum + v);
+                crate::ops::divide_by(row, *sum);
+            }
+        }
+    }
+
     /// `x[i] = exp(x[i] - max)` with `f32::exp`'s bits (on x86 eight at a time, glibc's `expf`
     /// replicated: see `avx2::exp`).
     pub fn exp_minus(self, x: &mut [f32], max: f32) {

@@ -1,8 +1,7 @@
 //! `exp` of f32 eight lanes at a time with the bits of glibc's `expf` (its x86-64 FMA variant,
 //! which `f32::exp` calls on x86-64 Linux, the reference's platform): the same table of 2^(i/32),
 //! the same cubic and the same fused steps, in f64. SiLU and softmax keep the scalar path's
-//! values while the library call per element (3-4% of an 8-row forward) goes. Lanes at
-//! |x| >= 88 or NaN, where glibc branches, take the scalar call.
+//! values while the library call per element (3-4% of an 8-row forward) goes.
 
 use std::arch::x86_64::*;
 
@@ -49,8 +48,13 @@ const TABLE: [u64; 32] = [
     0x3fefd0765b6e4540,
 ];
 
-/// Bits of |x| from which glibc leaves the common path (|x| >= 88, infinities, NaN).
-const LARGE: i32 = 0x42b0_0000;
+/// Below this glibc's `expf` returns +0 (-inf included): 0x1.9fe368p6, log(2^-150).
+const ZERO_BELOW: f32 = f32::from_bits(0xc2cff1b4);
+/// From this up, and for |x| >= 88, glibc's common path serves: between the two, a result that
+/// may underflow (its own branch), which the scalar call gives.
+const COMMON_FROM: f32 = f32::from_bits(0xc2ce8ecf);
+/// Up to here (excluded) glibc's common path serves positive `x`.
+const COMMON_TO: f32 = 88.0;
 
 fn f64_of(bits: u64) -> __m256d {
     // SAFETY: no memory access; AVX is part of every caller's features.
@@ -80,13 +84,18 @@ fn exp4(x: __m128) -> __m128 {
     _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
 }
 
-/// `exp` of eight lanes, each `f32::exp`'s bits.
+/// `exp` of eight lanes, each `f32::exp`'s bits: glibc's common path in the vector, +0 far
+/// below it (attention's scores far under their maximum), and the scalar call when a lane
+/// needs another branch (large `x`, NaN, the underflow band).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 pub fn exp8(x: __m256) -> __m256 {
-    let magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(i32::MAX));
-    let large = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(LARGE - 1));
-    if _mm256_testz_si256(large, large) == 0 {
+    let common = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(COMMON_FROM)),
+        _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(COMMON_TO)),
+    );
+    let zero = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(ZERO_BELOW));
+    if _mm256_movemask_ps(_mm256_or_ps(common, zero)) != 0xff {
         let mut lanes = [0f32; 8];
         // SAFETY: `lanes` holds eight f32.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), x) };
@@ -96,9 +105,10 @@ pub fn exp8(x: __m256) -> __m256 {
         // SAFETY: as above.
         return unsafe { _mm256_loadu_ps(lanes.as_ptr()) };
     }
+    // (Lanes bound for zero compute garbage on the common path, then take +0.)
     let lo = exp4(_mm256_castps256_ps128(x));
     let hi = exp4(_mm256_extractf128_ps::<1>(x));
-    _mm256_set_m128(hi, lo)
+    _mm256_andnot_ps(zero, _mm256_set_m128(hi, lo))
 }
 
 /// `g[i] = silu(g[i]) * u[i]`, silu(x) = x / (1 + exp(-x)): [`crate::ops::silu`]'s bits.
