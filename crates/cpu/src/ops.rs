@@ -4,14 +4,24 @@
 
 use runahead_model::{ModelConfig, RopeMode};
 
-/// RMSNorm of each row of `x` (rows of `w.len()`), scaled by `w`; the mean of squares in f64.
+/// RMSNorm of each row of `x` (rows of `w.len()`), scaled by `w`; the mean of squares in f64,
+/// summed in order, eight rows' sums side by side (one row's chain waits on add after add).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let d = w.len();
     let mut out = Vec::with_capacity(x.len());
-    for row in x.chunks_exact(w.len()) {
-        let sum: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
-        let mean = (sum / w.len() as f64) as f32;
-        let scale = 1.0 / (mean + eps).sqrt();
-        out.extend(row.iter().zip(w).map(|(&v, &g)| v * scale * g));
+    for rows in x.chunks(8 * d.max(1)) {
+        let mut sums = [0f64; 8];
+        for at in (0..d).step_by(8) {
+            for (sum, row) in sums.iter_mut().zip(rows.chunks_exact(d)) {
+                let eight = &row[at..(at + 8).min(d)];
+                *sum = eight.iter().fold(*sum, |s, &v| s + (v as f64) * (v as f64));
+            }
+        }
+        for (sum, row) in sums.iter().zip(rows.chunks_exact(d)) {
+            let mean = (sum / d as f64) as f32;
+            let scale = 1.0 / (mean + eps).sqrt();
+            out.extend(row.iter().zip(w).map(|(&v, &g)| v * scale * g));
+        }
     }
     out
 }
@@ -109,6 +119,34 @@ impl Rope {
                 head[a] = x0 * cos - x1 * sin;
                 head[b] = x0 * sin + x1 * cos;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Eight rows' sums side by side give each row's own sum in order: the reference's bits,
+    /// for block sizes around a group of eight and widths that are not a multiple of 8.
+    #[test]
+    fn rms_norm_of_rows_side_by_side_is_each_rows_own() {
+        for (rows, d) in [(1, 576), (7, 45), (8, 64), (9, 576), (17, 13)] {
+            let x: Vec<f32> = (0..rows * d)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.0137)
+                .collect();
+            let w: Vec<f32> = (0..d).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();
+            let want: Vec<f32> = x
+                .chunks_exact(d)
+                .flat_map(|row| {
+                    let sum: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
+                    let scale = 1.0 / ((sum / d as f64) as f32 + 1e-5).sqrt();
+                    row.iter().zip(&w).map(move |(&v, &g)| v * scale * g)
+                })
+                .collect();
+            let got = rms_norm(&x, &w, 1e-5);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{rows} rows of {d}");
         }
     }
 }

@@ -28,6 +28,8 @@ macro_rules! by_tile {
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::quantize::quantize_q8 as avx2_quantize_q8;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
