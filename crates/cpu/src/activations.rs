@@ -276,7 +276,7 @@ fn quantize_value(v: f32, id: f32) -> i8 {
 
 /// Quantizes one block; a block with a NaN or infinity gets a NaN scale and zero values.
 #[inline(always)]
-pub(crate) fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
+fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
     let (d, id) = scale_of(block);
     if d.is_nan() {
         qs.fill(0);
@@ -342,17 +342,35 @@ fn group_sums(qs: &[[i8; 32]], d: &[f32], d8: &mut Vec<[f32; 8]>, ysum: &mut Vec
 fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
     debug_assert!(x.len().is_multiple_of(32));
     for block in x.chunks_exact(32) {
-        let mut qs = [0i8; 32];
-        let d = quantize_block(block, &mut qs);
-        let sum: i32 = qs.iter().map(|&q| q as i32).sum();
-        out.qs.push(qs);
-        out.d.push(d);
-        out.s.push(d * sum as f32);
+        push_quantized(block, out);
     }
-    for _ in x.len() / 32..q8_blocks_per_row(x.len()) {
-        out.qs.push([0; 32]);
-        out.d.push(0.0);
-        out.s.push(0.0);
+    out.pad_row(x.len());
+}
+
+/// Quantizes one block of 32 (the portable way) onto `out`.
+#[inline(always)]
+pub(crate) fn push_quantized(block: &[f32], out: &mut Q8Rows) {
+    let mut qs = [0i8; 32];
+    let d = quantize_block(block, &mut qs);
+    let sum: i32 = qs.iter().map(|&q| q as i32).sum();
+    out.push_block(qs, d, sum);
+}
+
+impl Q8Rows {
+    /// Appends a block of values `qs` with scale `d` (`sum`: the values' sum).
+    #[inline(always)]
+    pub(crate) fn push_block(&mut self, qs: [i8; 32], d: f32, sum: i32) {
+        self.qs.push(qs);
+        self.d.push(d);
+        self.s.push(d * sum as f32);
+    }
+
+    /// Pads the row of `cols` values just quantized with empty blocks to a whole number of
+    /// groups.
+    pub(crate) fn pad_row(&mut self, cols: usize) {
+        for _ in cols / 32..q8_blocks_per_row(cols) {
+            self.push_block([0; 32], 0.0, 0);
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::activations::{q8_blocks_per_row, quantize_block, Q8Rows};
+use crate::activations::{push_quantized, q8_blocks_per_row, Q8Rows};
 
 /// [`crate::activations::quantize_q8`] in AVX2 by hand, the same IEEE operations (the
 /// compiler's own vectorization of it took 2.5 times as long): a block's largest magnitude in
@@ -48,12 +48,7 @@ pub unsafe fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
         unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, top) };
         let top = lanes.into_iter().max().unwrap_or(0);
         if top >= 0x7f80_0000 {
-            let mut qs = [0i8; 32];
-            let d = quantize_block(block, &mut qs);
-            let sum: i32 = qs.iter().map(|&q| q as i32).sum();
-            out.qs.push(qs);
-            out.d.push(d);
-            out.s.push(d * sum as f32);
+            push_quantized(block, out);
             continue;
         }
         let amax = f32::from_bits(top as u32);
@@ -82,13 +77,7 @@ pub unsafe fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
                 _mm256_permutevar8x32_epi32(packed, order),
             )
         };
-        out.qs.push(qs);
-        out.d.push(d);
-        out.s.push(d * sum as f32);
+        out.push_block(qs, d, sum);
     }
-    for _ in x.len() / 32..blocks {
-        out.qs.push([0; 32]);
-        out.d.push(0.0);
-        out.s.push(0.0);
-    }
+    out.pad_row(x.len());
 }
