@@ -8,6 +8,8 @@
 //! 8-row forward makes 800,000 of, have an AVX2 version by hand with the same operations
 //! (`kernels::avx2::quantize`), checked against it bit for bit.
 
+use std::mem::take;
+
 use crate::aligned::Aligned;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::Isa;
@@ -69,6 +71,21 @@ pub const fn interleaved_position(k: usize, e: usize) -> usize {
 }
 
 impl Q8Rows {
+    /// Empties every array, keeping its allocation for the next input.
+    pub fn clear(&mut self) {
+        self.qs.clear();
+        self.d.clear();
+        self.s.clear();
+        self.layout = Q8Layout::default();
+        self.tile_d.clear();
+        self.tile_s.clear();
+        self.d8.clear();
+        self.ysum.clear();
+        self.tile_qs.resize(0);
+        self.tile_d8.resize(0);
+        self.tile_ysum.resize(0);
+    }
+
     pub fn as_slice(&self) -> Q8Slice<'_> {
         Q8Slice {
             qs: &self.qs,
@@ -92,8 +109,9 @@ impl Q8Rows {
     pub fn arrange_tile_scales(&mut self, row_blocks: usize) {
         let rows = self.d.len() / row_blocks.max(1);
         let groups = row_blocks / Q8_GROUP;
-        let (mut tile_d, mut tile_s) = (Vec::with_capacity(self.d.len()), Vec::new());
-        tile_s.reserve(self.s.len());
+        let (mut tile_d, mut tile_s) = (take(&mut self.tile_d), take(&mut self.tile_s));
+        tile_d.clear();
+        tile_s.clear();
         for t0 in (0..rows).step_by(TILE) {
             let tile = TILE.min(rows - t0);
             for g in 0..groups {
@@ -117,9 +135,12 @@ impl Q8Rows {
         debug_assert_eq!(self.layout, Q8Layout::Interleaved);
         let rows = self.qs.len() / row_blocks.max(1);
         let groups = row_blocks / Q8_GROUP;
-        let mut qs = Aligned::zeroed(self.qs.len());
-        let mut d8 = Aligned::zeroed(self.d8.len());
-        let mut ysum = Aligned::zeroed(self.ysum.len());
+        let (mut qs, mut d8) = (take(&mut self.tile_qs), take(&mut self.tile_d8));
+        let mut ysum = take(&mut self.tile_ysum);
+        // (Every element is written below.)
+        qs.resize(self.qs.len());
+        d8.resize(self.d8.len());
+        ysum.resize(self.ysum.len());
         let (qs_to, d8_to, ysum_to) = (qs.as_mut_slice(), d8.as_mut_slice(), ysum.as_mut_slice());
         let mut next = 0; // the next group row in arranged order
         for t0 in (0..rows).step_by(TILE) {
@@ -421,15 +442,39 @@ pub struct Activations<'a> {
     q8k: Vec<BlockQ8K>, // [n, cols / 256], empty until needed
 }
 
+/// The quantized forms' arrays, handed from one product's input to the next so that their
+/// allocations are made once (see [`Activations::reusing`]).
+#[derive(Default)]
+pub struct QuantizedBuffers {
+    q8: Q8Rows,
+    q8k: Vec<BlockQ8K>,
+}
+
 impl<'a> Activations<'a> {
     pub fn new(rows: &'a [f32], cols: usize) -> Self {
+        Self::reusing(rows, cols, QuantizedBuffers::default())
+    }
+
+    /// [`Activations::new`] over the arrays of an earlier input (emptied first).
+    pub fn reusing(rows: &'a [f32], cols: usize, buffers: QuantizedBuffers) -> Self {
         debug_assert!(cols > 0 && rows.len().is_multiple_of(cols));
+        let QuantizedBuffers { mut q8, mut q8k } = buffers;
+        q8.clear();
+        q8k.clear();
         Activations {
             rows,
             n: rows.len() / cols.max(1),
             cols,
-            q8: Q8Rows::default(),
-            q8k: Vec::new(),
+            q8,
+            q8k,
+        }
+    }
+
+    /// The quantized forms' arrays, for the next input.
+    pub fn into_buffers(self) -> QuantizedBuffers {
+        QuantizedBuffers {
+            q8: self.q8,
+            q8k: self.q8k,
         }
     }
 

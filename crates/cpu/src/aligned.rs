@@ -52,6 +52,14 @@ impl<T: Plain> Aligned<T> {
         }
     }
 
+    /// `len` elements in the same allocation where it is large enough: the first elements keep
+    /// their values, the others are whatever the buffer held (every caller writes them all).
+    pub fn resize(&mut self, len: usize) {
+        let lines = (len * size_of::<T>()).div_ceil(64);
+        self.lines.resize(lines, CacheLine([0; 64]));
+        self.len = len;
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

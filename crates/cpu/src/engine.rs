@@ -7,12 +7,12 @@ use runahead_model::{
     argmax_rows, Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits,
 };
 
-use crate::activations::Activations;
+use crate::activations::{Activations, QuantizedBuffers};
 use crate::attention::Attention;
 use crate::error::CpuError;
 use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul, matmul_many};
+use crate::matmul::{matmul_many, Matrix};
 use crate::ops::{add_bias, add_in_place, rms_norm, Rope};
 use crate::parallel;
 use crate::pool::{with_team, Team};
@@ -40,6 +40,44 @@ pub struct CpuEngine {
     cache: KvCache,
     kernels: Kernels,
     threads: usize,
+    buffers: Buffers,
+}
+
+/// Arrays a forward reuses from the one before (allocated and zeroed per layer they were 3% of
+/// an 8-row forward).
+#[derive(Default)]
+struct Buffers {
+    q: Vec<f32>,    // [n, n_embd]
+    k: Vec<f32>,    // [n, kv_dim]
+    v: Vec<f32>,    // [n, kv_dim]
+    o: Vec<f32>,    // [rows, n_embd]
+    gate: Vec<f32>, // [rows, n_ff]
+    up: Vec<f32>,   // [rows, n_ff]
+    down: Vec<f32>, // [rows, n_embd]
+    quantized: QuantizedBuffers,
+}
+
+/// The first `len` values of `v` (grown if needed), holding whatever they held: for products'
+/// outputs, which write every value.
+fn reuse(v: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if v.len() < len {
+        v.resize(len, 0.0);
+    }
+    &mut v[..len]
+}
+
+/// The products `jobs` of `input` (`[n, cols]`), its quantized forms in `buffers`' arrays.
+fn products(
+    kernels: Kernels,
+    team: &Team,
+    jobs: &mut [(Matrix, &mut [f32])],
+    input: &[f32],
+    cols: usize,
+    buffers: &mut QuantizedBuffers,
+) {
+    let mut x = Activations::reusing(input, cols, std::mem::take(buffers));
+    matmul_many(kernels, team, jobs, &mut x);
+    *buffers = x.into_buffers();
 }
 
 /// The default thread count: every core the process may use.
@@ -76,6 +114,7 @@ impl CpuEngine {
             weights,
             kernels,
             threads,
+            buffers: Buffers::default(),
         })
     }
 
@@ -109,36 +148,37 @@ impl CpuEngine {
             dequantize_row(embd.format.ggml_type(), embd_bytes, d, t as usize, row)?;
         }
 
+        let b = &mut self.buffers;
         for (l, lw) in w.layers.iter().enumerate() {
             let h = rms_norm(&x, &lw.attn_norm, c.rms_eps);
-            let (mut q, mut kk, mut v) = (
-                vec![0f32; n * d],
-                vec![0f32; n * kv_dim],
-                vec![0f32; n * kv_dim],
-            );
-            matmul_many(
+            let q = reuse(&mut b.q, n * d);
+            let kk = reuse(&mut b.k, n * kv_dim);
+            let v = reuse(&mut b.v, n * kv_dim);
+            products(
                 k,
                 team,
                 &mut [
-                    (lw.wq.view(file), &mut q),
-                    (lw.wk.view(file), &mut kk),
-                    (lw.wv.view(file), &mut v),
+                    (lw.wq.view(file), &mut *q),
+                    (lw.wk.view(file), &mut *kk),
+                    (lw.wv.view(file), &mut *v),
                 ],
-                &mut Activations::new(&h, d),
+                &h,
+                d,
+                &mut b.quantized,
             );
-            if let Some(b) = &lw.qkv_bias {
-                add_bias(&mut q, &b.q);
-                add_bias(&mut kk, &b.k);
-                add_bias(&mut v, &b.v);
+            if let Some(bias) = &lw.qkv_bias {
+                add_bias(q, &bias.q);
+                add_bias(kk, &bias.k);
+                add_bias(v, &bias.v);
             }
             for (i, a) in angles.iter().enumerate() {
                 self.rope.apply(&mut q[i * d..(i + 1) * d], a);
                 self.rope.apply(&mut kk[i * kv_dim..(i + 1) * kv_dim], a);
             }
-            self.cache.write(l, base, &kk, &v);
+            self.cache.write(l, base, kk, v);
             let mut attn = Attention {
                 kernels: k,
-                q: &q,
+                q,
                 k: &self.cache.k[l],
                 v: &self.cache.v[l],
                 visible: &visible,
@@ -161,49 +201,51 @@ impl CpuEngine {
                 x.drain(..skip * d);
             }
             let rows = x.len() / d;
-            let mut o = vec![0f32; rows * d];
-            matmul(
+            let o = reuse(&mut b.o, rows * d);
+            products(
                 k,
                 team,
-                lw.wo.view(file),
-                &mut Activations::new(&attn, d),
-                &mut o,
+                &mut [(lw.wo.view(file), &mut *o)],
+                &attn,
+                d,
+                &mut b.quantized,
             );
-            add_in_place(&mut x, &o);
+            add_in_place(&mut x, o);
 
             let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
-            let (mut gate, mut up) = (vec![0f32; rows * c.n_ff], vec![0f32; rows * c.n_ff]);
-            matmul_many(
+            let gate = reuse(&mut b.gate, rows * c.n_ff);
+            let up = reuse(&mut b.up, rows * c.n_ff);
+            products(
                 k,
                 team,
                 &mut [
-                    (lw.w_gate.view(file), &mut gate),
-                    (lw.w_up.view(file), &mut up),
+                    (lw.w_gate.view(file), &mut *gate),
+                    (lw.w_up.view(file), &mut *up),
                 ],
-                &mut Activations::new(&h, d),
+                &h,
+                d,
+                &mut b.quantized,
             );
+            let up = &*up;
             let silu_mul = |i: usize, g: &mut [f32]| k.silu_mul(g, &up[i * c.n_ff..][..c.n_ff]);
-            parallel::for_each_chunk(team, rows, &mut gate, c.n_ff, silu_mul);
-            let mut down = vec![0f32; rows * d];
-            matmul(
+            parallel::for_each_chunk(team, rows, gate, c.n_ff, silu_mul);
+            let down = reuse(&mut b.down, rows * d);
+            let gate = &*gate;
+            products(
                 k,
                 team,
-                lw.w_down.view(file),
-                &mut Activations::new(&gate, c.n_ff),
-                &mut down,
+                &mut [(lw.w_down.view(file), &mut *down)],
+                gate,
+                c.n_ff,
+                &mut b.quantized,
             );
-            add_in_place(&mut x, &down);
+            add_in_place(&mut x, down);
         }
 
         let h = rms_norm(&x, &w.output_norm, c.rms_eps);
         let mut logits = vec![0f32; batch.n_outputs() * c.vocab_size];
-        matmul(
-            k,
-            team,
-            w.output().view(file),
-            &mut Activations::new(&h, d),
-            &mut logits,
-        );
+        let head = w.output().view(file);
+        products(k, team, &mut [(head, &mut logits)], &h, d, &mut b.quantized);
         Ok(logits)
     }
 }
