@@ -1,6 +1,7 @@
 //! The KV cache in f16 (as llama.cpp's default cache and the GPU engine keep it).
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use runahead_model::{ModelError, Result};
 
 /// Per layer, keys and values: `[capacity, kv_dim]` each, row `slot` holding the entry of the
@@ -37,12 +38,10 @@ impl KvCache {
     /// Stores `k` and `v` (`[n, kv_dim]` each) of layer `layer` in slots `base..base + n`.
     pub fn write(&mut self, layer: usize, base: usize, k: &[f32], v: &[f32]) {
         let slots = base * self.kv_dim..base * self.kv_dim + k.len();
-        for (dst, &src) in self.k[layer][slots.clone()].iter_mut().zip(k) {
-            *dst = f16::from_f32(src);
-        }
-        for (dst, &src) in self.v[layer][slots].iter_mut().zip(v) {
-            *dst = f16::from_f32(src);
-        }
+        // The slice conversion rounds as `f16::from_f32` does (to nearest, ties to even), with
+        // F16C several at a time where the CPU has it, not a call per value.
+        self.k[layer][slots.clone()].convert_from_f32_slice(k);
+        self.v[layer][slots].convert_from_f32_slice(v);
     }
 
     pub fn truncate(&mut self, len: usize) {
@@ -72,5 +71,47 @@ impl KvCache {
         }
         self.len = base + keep.len();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries are stored as `f16::from_f32` rounds each value: halfway cases, subnormals,
+    /// overflow, infinities and NaN included, over odd lengths (the slice conversion's tail).
+    #[test]
+    fn entries_round_like_one_value_at_a_time() {
+        let kv_dim = 13;
+        let mut values: Vec<f32> = (0..3 * kv_dim)
+            .map(|i| (i as f32 - 17.0) * 0.3711 + 1e-3 * i as f32)
+            .collect();
+        let specials = [
+            1.0 + f32::EPSILON * 4096.0, // 1 + 2^-11: halfway between two f16
+            6.0e-8,                      // subnormal in f16
+            70000.0,                     // beyond f16's range
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -0.0,
+        ];
+        values[..specials.len()].copy_from_slice(&specials);
+        let mut cache = KvCache::new(1, 8, kv_dim);
+        cache.reserve(5);
+        let v: Vec<f32> = values.iter().map(|x| -x).collect();
+        cache.write(0, 2, &values, &v);
+        for (i, (&x, &y)) in values.iter().zip(&v).enumerate() {
+            let at = 2 * kv_dim + i;
+            assert_eq!(
+                cache.k[0][at].to_bits(),
+                f16::from_f32(x).to_bits(),
+                "k {i}"
+            );
+            assert_eq!(
+                cache.v[0][at].to_bits(),
+                f16::from_f32(y).to_bits(),
+                "v {i}"
+            );
+        }
     }
 }
