@@ -86,6 +86,22 @@ impl Q8Rows {
         self.tile_ysum.resize(0);
     }
 
+    /// Appends a block of values `qs` with scale `d` (`sum`: the values' sum).
+    #[inline(always)]
+    pub(crate) fn push_block(&mut self, qs: [i8; 32], d: f32, sum: i32) {
+        self.qs.push(qs);
+        self.d.push(d);
+        self.s.push(d * sum as f32);
+    }
+
+    /// Pads the row of `cols` values just quantized with empty blocks to a whole number of
+    /// groups.
+    pub(crate) fn pad_row(&mut self, cols: usize) {
+        for _ in cols / 32..q8_blocks_per_row(cols) {
+            self.push_block([0; 32], 0.0, 0);
+        }
+    }
+
     pub fn as_slice(&self) -> Q8Slice<'_> {
         Q8Slice {
             qs: &self.qs,
@@ -375,24 +391,6 @@ pub(crate) fn push_quantized(block: &[f32], out: &mut Q8Rows) {
     let d = quantize_block(block, &mut qs);
     let sum: i32 = qs.iter().map(|&q| q as i32).sum();
     out.push_block(qs, d, sum);
-}
-
-impl Q8Rows {
-    /// Appends a block of values `qs` with scale `d` (`sum`: the values' sum).
-    #[inline(always)]
-    pub(crate) fn push_block(&mut self, qs: [i8; 32], d: f32, sum: i32) {
-        self.qs.push(qs);
-        self.d.push(d);
-        self.s.push(d * sum as f32);
-    }
-
-    /// Pads the row of `cols` values just quantized with empty blocks to a whole number of
-    /// groups.
-    pub(crate) fn pad_row(&mut self, cols: usize) {
-        for _ in cols / 32..q8_blocks_per_row(cols) {
-            self.push_block([0; 32], 0.0, 0);
-        }
-    }
 }
 
 /// Appends the blocks of `x` (a whole number of blocks of 256) to `out`.

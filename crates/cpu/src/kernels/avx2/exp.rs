@@ -56,9 +56,11 @@ const COMMON_FROM: f32 = f32::from_bits(0xc2ce8ecf);
 /// Up to here (excluded) glibc's common path serves positive `x`.
 const COMMON_TO: f32 = 88.0;
 
+/// The f64 of `bits` in four lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
 fn f64_of(bits: u64) -> __m256d {
-    // SAFETY: no memory access; AVX is part of every caller's features.
-    unsafe { _mm256_set1_pd(f64::from_bits(bits)) }
+    _mm256_set1_pd(f64::from_bits(bits))
 }
 
 /// `exp` of four lanes on the common path (|x| < 88).
