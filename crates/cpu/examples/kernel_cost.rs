@@ -1,6 +1,6 @@
 //! Times one matrix product per format and row count on one thread (the fastest of several
 //! runs, so a busy machine blurs it less): cargo run --release -p runahead-cpu --example kernel_cost
-//! [ROWS COLS] [scalar|avx2|best] [THREADS]
+//! [ROWS COLS] [scalar|avx2|avx512|best] [THREADS]
 
 use std::time::Instant;
 
@@ -20,6 +20,7 @@ fn main() {
     let isa = match args.get(3).map(String::as_str) {
         Some("scalar") => Isa::Scalar,
         Some("avx2") => Isa::Avx2,
+        Some("avx512") => Isa::Avx512,
         _ => Isa::best(),
     };
     let threads: usize = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(1);

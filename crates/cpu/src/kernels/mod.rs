@@ -29,8 +29,6 @@ macro_rules! by_tile {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use avx2::quantize::quantize_q8 as avx2_quantize_q8;
-#[cfg(target_arch = "x86_64")]
-mod avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(any(
@@ -61,9 +59,9 @@ pub enum Isa {
     Scalar,
     /// x86-64 AVX2 with FMA and F16C (runtime-detected).
     Avx2,
-    /// x86-64 AVX-512 (F, BW) with VNNI and VBMI, besides AVX2: 32-element block products two
-    /// blocks per instruction, 4- and 5-bit blocks decoded with byte permutes; the rest as
-    /// `Avx2`. (Without VBMI, e.g. Cascade Lake: `Avx2`.)
+    /// x86-64 AVX-512 VNNI (with F and VL), besides AVX2: the `Avx2` kernels with the byte
+    /// products of the 32-element formats summed by 256-bit `vpdpbusd` (one instruction where
+    /// AVX2 takes two, the same exact sums).
     Avx512,
     /// wasm32 SIMD, where the build enables `simd128` (WebAssembly cannot detect it at run
     /// time: a module that uses it does not load where it is missing).
@@ -100,8 +98,7 @@ impl Isa {
             Isa::Avx512 => {
                 Isa::Avx2.is_available()
                     && is_x86_feature_detected!("avx512f")
-                    && is_x86_feature_detected!("avx512bw")
-                    && is_x86_feature_detected!("avx512vbmi")
+                    && is_x86_feature_detected!("avx512vl")
                     && is_x86_feature_detected!("avx512vnni")
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -165,7 +162,7 @@ impl Kernels {
     /// Whether [`Kernels::q32_rows`] wants a tile's activation values arranged by tile too
     /// ([`crate::activations::Q8Rows::arrange_tile_values`]) when it has several rows.
     pub fn values_by_tile(self) -> bool {
-        self.isa == Isa::Avx2
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
     /// Rearranges whole groups of activation blocks from [`Q8Layout::Blocks`] to
@@ -202,10 +199,10 @@ impl Kernels {
         }
     }
 
-    /// Whether the kernels multiply the matrices of `format` in [`Layout::Packed`] (AVX2's
-    /// 32-element blocks: see [`crate::packed`]).
+    /// Whether the kernels multiply the matrices of `format` in [`Layout::Packed`] (the x86
+    /// kernels' 32-element blocks: see [`crate::packed`]).
     pub fn packs(self, format: WeightFormat) -> bool {
-        self.isa == Isa::Avx2 && matches!(format, WeightFormat::Q32(_))
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512) && matches!(format, WeightFormat::Q32(_))
     }
 
     /// `bytes` (rows of `row_bytes`) in [`Layout::Packed`] where [`Kernels::packs`] the format.
@@ -237,7 +234,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::pack_rows(f, bytes, row_bytes, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::pack_rows(f, bytes, row_bytes, out) },
             _ => packed::pack_rows(f, bytes, row_bytes, out),
         }
         true
@@ -259,7 +256,7 @@ impl Kernels {
             x.len(),
             out.tile() * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
         );
-        if layout == Layout::Packed && self.isa != Isa::Avx2 {
+        if layout == Layout::Packed && !self.packs(WeightFormat::Q32(f)) {
             // Kernels that take the file's order (never met by the engine, which packs only
             // for the kernels that multiply packed rows): unpack the rows first.
             let mut rows = vec![0u8; w_rows.len()];
@@ -273,10 +270,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out) },
+            Isa::Avx2 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out, false) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
-            Isa::Avx512 => unsafe { avx512::q32_rows(f, w_rows, row_bytes, x, out) },
+            Isa::Avx512 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out, true) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::q32_rows(f, w_rows, row_bytes, x, out),
             #[cfg(target_arch = "aarch64")]

@@ -32,10 +32,10 @@ use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
 use crate::kernels::{each_row, Out};
 use crate::packed::{self, Layout};
 
-/// See [`crate::kernels::Kernels::q32_rows`].
+/// See [`crate::kernels::Kernels::q32_rows`]; `vnni`: the integer sums by AVX-512 VNNI.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C.
+/// The CPU must support AVX2, FMA and F16C, and with `vnni` AVX-512 F, VL and VNNI.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn q32_rows(
     f: Q32Format,
@@ -44,19 +44,38 @@ pub unsafe fn q32_rows(
     row_bytes: usize,
     x: Q8Slice,
     out: Out,
+    vnni: bool,
 ) {
-    match f {
-        Q32Format::Q4_0 => by_layout::<Q4_0>(layout, w, row_bytes, x, out),
-        Q32Format::Q4_1 => by_layout::<Q4_1>(layout, w, row_bytes, x, out),
-        Q32Format::Q5_0 => by_layout::<Q5_0>(layout, w, row_bytes, x, out),
-        Q32Format::Q5_1 => by_layout::<Q5_1>(layout, w, row_bytes, x, out),
-        Q32Format::Q8_0 => by_layout::<Q8_0>(layout, w, row_bytes, x, out),
+    // SAFETY: the caller vouches for VNNI where it asks for it.
+    unsafe {
+        match (f, vnni) {
+            (Q32Format::Q4_0, false) => by_layout::<Q4_0, false>(layout, w, row_bytes, x, out),
+            (Q32Format::Q4_1, false) => by_layout::<Q4_1, false>(layout, w, row_bytes, x, out),
+            (Q32Format::Q5_0, false) => by_layout::<Q5_0, false>(layout, w, row_bytes, x, out),
+            (Q32Format::Q5_1, false) => by_layout::<Q5_1, false>(layout, w, row_bytes, x, out),
+            (Q32Format::Q8_0, false) => by_layout::<Q8_0, false>(layout, w, row_bytes, x, out),
+            (Q32Format::Q4_0, true) => by_layout::<Q4_0, true>(layout, w, row_bytes, x, out),
+            (Q32Format::Q4_1, true) => by_layout::<Q4_1, true>(layout, w, row_bytes, x, out),
+            (Q32Format::Q5_0, true) => by_layout::<Q5_0, true>(layout, w, row_bytes, x, out),
+            (Q32Format::Q5_1, true) => by_layout::<Q5_1, true>(layout, w, row_bytes, x, out),
+            (Q32Format::Q8_0, true) => by_layout::<Q8_0, true>(layout, w, row_bytes, x, out),
+        }
     }
 }
 
-/// [`rows`] of format `F` for the rows' layout and the tile's size.
+/// [`rows`] (or, with `V`, [`rows_vnni`]) of format `F` for the rows' layout and the tile's
+/// size.
+///
+/// # Safety
+/// With `V`, the CPU must support AVX-512 F, VL and VNNI.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn by_layout<const F: u8>(layout: Layout, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
+unsafe fn by_layout<const F: u8, const V: bool>(
+    layout: Layout,
+    w: &[u8],
+    row_bytes: usize,
+    x: Q8Slice,
+    out: Out,
+) {
     let n = out.tile();
     let fallback = |out: Out| {
         let mut rows = w.to_vec(); // unreachable: tiles have 1..=8 rows
@@ -67,9 +86,23 @@ fn by_layout<const F: u8>(layout: Layout, w: &[u8], row_bytes: usize, x: Q8Slice
             scalar::q32_tile(format(F), w, x, o)
         })
     };
-    match layout {
-        Layout::Gguf => by_tile!(n, rows::<F, GGUF>(w, row_bytes, x, out), fallback(out)),
-        Layout::Packed => by_tile!(n, rows::<F, PACKED>(w, row_bytes, x, out), fallback(out)),
+    match (layout, V) {
+        (Layout::Gguf, false) => by_tile!(n, rows::<F, GGUF>(w, row_bytes, x, out), fallback(out)),
+        (Layout::Packed, false) => {
+            by_tile!(n, rows::<F, PACKED>(w, row_bytes, x, out), fallback(out))
+        }
+        // SAFETY: the caller has VNNI (above).
+        (Layout::Gguf, true) => unsafe {
+            by_tile!(n, rows_vnni::<F, GGUF>(w, row_bytes, x, out), fallback(out))
+        },
+        // SAFETY: as above.
+        (Layout::Packed, true) => unsafe {
+            by_tile!(
+                n,
+                rows_vnni::<F, PACKED>(w, row_bytes, x, out),
+                fallback(out)
+            )
+        },
     }
 }
 
@@ -327,192 +360,246 @@ fn decode_pair<const F: u8>(pair: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
     (r, dw, mw)
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rows<const F: u8, const P: bool, const T: usize>(
-    w_rows: &[u8],
-    row_bytes: usize,
-    x: Q8Slice,
-    mut out: Out,
-) {
-    let format = format(F);
-    let has_min = format.has_min();
-    let bb = block_bytes(F);
-    debug_assert_eq!(x.layout, Q8Layout::Interleaved);
-    let stride = x.len() / T; // activation blocks per row, padded to whole groups
-    let groups = stride / GROUP;
-    // A tile of several rows comes arranged by tile (Kernels::q32_rows sees to it): each
-    // group's rows side by side, at fixed offsets from the group's place. One row's
-    // arrangement is its own order.
-    let (qs, d8, ysum, s) = if T == 1 {
-        (x.qs, x.d8, x.ysum, x.s)
-    } else {
-        (x.tile_qs, x.tile_d8, x.tile_ysum, x.tile_s)
-    };
-    // Every read of the activations below is in bounds by these (`T * groups` groups each).
-    assert!(
-        qs.len() == T * groups * GROUP
-            && d8.len() == T * groups
-            && (!offset(F) || ysum.len() == T * groups)
-            && s.len() == T * stride,
-        "activations of {T} rows of {groups} groups, arranged by tile"
-    );
-    let qs = qs.as_ptr() as *const __m256i; // [groups][T][GROUP]
-    let d8 = d8.as_ptr() as *const __m256; // [groups][T]
-    let ysum = ysum.as_ptr() as *const __m256i; // [groups][T] (offset formats)
-    let s = s.as_ptr(); // [groups][T][GROUP]: two rows' offsets' scales are eight f32
-    let s_at = |g: usize, t: usize| (g * T + t) * GROUP;
-    let ones = _mm256_set1_epi16(1);
-    // A row's last group when it has fewer than four blocks (the same count in every row):
-    // the blocks it has, then zeros (scale 0 against padded activations of 0: exactly the
-    // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
-    let present = row_bytes / bb % GROUP;
-    let mut padded = [0u8; GROUP * 34];
-    // Each group's offsets (formats with a minimum), for the pass after the group loop: on
-    // the stack for rows of up to 8,192 elements.
-    let (mut on_stack, mut on_heap) = ([_mm_setzero_ps(); 64], Vec::new());
-    let mws: &mut [__m128] = match (has_min, groups) {
-        (false, _) => &mut [],
-        (true, g) if g <= on_stack.len() => &mut on_stack[..g],
-        (true, g) => {
-            on_heap.resize(g, _mm_setzero_ps());
-            &mut on_heap
-        }
-    };
-    for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
-        let mut acc = [_mm256_setzero_ps(); T];
-        // Offsets' sums: rows 2p and 2p + 1 in the halves of `macc2[p]`, an odd last row in
-        // `macc1`.
-        let mut macc2 = [_mm256_setzero_ps(); 4];
-        let mut macc1 = _mm_setzero_ps();
-        for g in 0..groups {
-            let first = g * GROUP * bb;
-            // (A packed row's last blocks are a packed pair or in the file's order.)
-            let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
-                Some(whole) if P => decode_packed::<F>(whole),
-                Some(whole) => {
-                    let (dw, mw) = scales4::<F>(whole);
-                    (decode_group::<F>(whole), dw, mw)
-                }
-                None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
-                None => {
-                    // Block by block: copies of a size known at compile time, no call.
-                    for k in 0..present {
-                        let at = first + k * bb;
-                        padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
-                    }
-                    let (dw, mw) = scales4::<F>(&padded);
-                    (decode_group::<F>(&padded), dw, mw)
-                }
-            };
-            // Q8_0: magnitudes against activations given the weights' signs.
-            let abs_w = if F == Q8_0 {
-                [
-                    _mm256_sign_epi8(w[0], w[0]),
-                    _mm256_sign_epi8(w[1], w[1]),
-                    _mm256_sign_epi8(w[2], w[2]),
-                    _mm256_sign_epi8(w[3], w[3]),
-                ]
+/// Defines the tile kernel `$name` (format `F`, layout `P`, `T` rows) on the target features
+/// `$features`, its integer lane sums by `$lane_sums`: AVX2's byte products, or AVX-512 VNNI's
+/// `vpdpbusd` (the same exact sums in one instruction a register where AVX2 takes two). The rest
+/// of the kernel is one text, so the two cannot drift apart.
+macro_rules! tile_kernel {
+    ($name:ident, $features:literal, $lane_sums:ident) => {
+        #[target_feature(enable = $features)]
+        fn $name<const F: u8, const P: bool, const T: usize>(
+            w_rows: &[u8],
+            row_bytes: usize,
+            x: Q8Slice,
+            mut out: Out,
+        ) {
+            let format = format(F);
+            let has_min = format.has_min();
+            let bb = block_bytes(F);
+            debug_assert_eq!(x.layout, Q8Layout::Interleaved);
+            let stride = x.len() / T; // activation blocks per row, padded to whole groups
+            let groups = stride / GROUP;
+            // A tile of several rows comes arranged by tile (Kernels::q32_rows sees to it): each
+            // group's rows side by side, at fixed offsets from the group's place. One row's
+            // arrangement is its own order.
+            let (qs, d8, ysum, s) = if T == 1 {
+                (x.qs, x.d8, x.ysum, x.s)
             } else {
-                w
+                (x.tile_qs, x.tile_d8, x.tile_ysum, x.tile_s)
             };
-            let dw8 = _mm256_set_m128(dw, dw);
-            if let Some(slot) = mws.get_mut(g) {
-                *slot = mw; // (formats with a minimum: one per group)
-            }
-            // SAFETY: group g's rows: in bounds (asserted above). Each row below is at a
-            // fixed offset from these (T is a constant), no address to compute.
-            let (yg, d8g) = unsafe { (qs.add(g * T * GROUP), d8.add(g * T)) };
-            // (Read only by the offset formats, whose `ysum` has every group.)
-            let ysg = ysum.wrapping_add(g * T);
-            for (t, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: row t < T of group g, as above.
-                let (y, d8) = unsafe { (yg.add(t * GROUP), d8g.add(t)) };
-                // SAFETY: as above, unaligned loads.
-                let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
-                let sums = if F == Q8_0 {
-                    // |w| up to 128: a pair sum takes most of i16, so each widens alone.
-                    let wide = |c: usize| {
-                        let p = _mm256_maddubs_epi16(abs_w[c], _mm256_sign_epi8(y(c), w[c]));
-                        _mm256_madd_epi16(p, ones)
+            // Every read of the activations below is in bounds by these (`T * groups` groups each).
+            assert!(
+                qs.len() == T * groups * GROUP
+                    && d8.len() == T * groups
+                    && (!offset(F) || ysum.len() == T * groups)
+                    && s.len() == T * stride,
+                "activations of {T} rows of {groups} groups, arranged by tile"
+            );
+            let qs = qs.as_ptr() as *const __m256i; // [groups][T][GROUP]
+            let d8 = d8.as_ptr() as *const __m256; // [groups][T]
+            let ysum = ysum.as_ptr() as *const __m256i; // [groups][T] (offset formats)
+            let s = s.as_ptr(); // [groups][T][GROUP]: two rows' offsets' scales are eight f32
+            let s_at = |g: usize, t: usize| (g * T + t) * GROUP;
+            // A row's last group when it has fewer than four blocks (the same count in every row):
+            // the blocks it has, then zeros (scale 0 against padded activations of 0: exactly the
+            // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
+            let present = row_bytes / bb % GROUP;
+            let mut padded = [0u8; GROUP * 34];
+            // Each group's offsets (formats with a minimum), for the pass after the group loop: on
+            // the stack for rows of up to 8,192 elements.
+            let (mut on_stack, mut on_heap) = ([_mm_setzero_ps(); 64], Vec::new());
+            let mws: &mut [__m128] = match (has_min, groups) {
+                (false, _) => &mut [],
+                (true, g) if g <= on_stack.len() => &mut on_stack[..g],
+                (true, g) => {
+                    on_heap.resize(g, _mm_setzero_ps());
+                    &mut on_heap
+                }
+            };
+            for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+                let mut acc = [_mm256_setzero_ps(); T];
+                // Offsets' sums: rows 2p and 2p + 1 in the halves of `macc2[p]`, an odd last row in
+                // `macc1`.
+                let mut macc2 = [_mm256_setzero_ps(); 4];
+                let mut macc1 = _mm_setzero_ps();
+                for g in 0..groups {
+                    let first = g * GROUP * bb;
+                    // (A packed row's last blocks are a packed pair or in the file's order.)
+                    let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
+                        Some(whole) if P => decode_packed::<F>(whole),
+                        Some(whole) => {
+                            let (dw, mw) = scales4::<F>(whole);
+                            (decode_group::<F>(whole), dw, mw)
+                        }
+                        None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
+                        None => {
+                            // Block by block: copies of a size known at compile time, no call.
+                            for k in 0..present {
+                                let at = first + k * bb;
+                                padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
+                            }
+                            let (dw, mw) = scales4::<F>(&padded);
+                            (decode_group::<F>(&padded), dw, mw)
+                        }
                     };
-                    _mm256_add_epi32(
-                        _mm256_add_epi32(wide(0), wide(1)),
-                        _mm256_add_epi32(wide(2), wide(3)),
-                    )
-                } else {
-                    // Weights 0..31: four pair sums stay under 4 * 2 * 31 * 127 < 2^15.
-                    let p = _mm256_add_epi16(
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(w[0], y(0)),
-                            _mm256_maddubs_epi16(w[1], y(1)),
-                        ),
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(w[2], y(2)),
-                            _mm256_maddubs_epi16(w[3], y(3)),
-                        ),
-                    );
-                    let sums = _mm256_madd_epi16(p, ones);
-                    if offset(F) {
-                        // SAFETY: as above (offset formats have `T * groups` of them).
-                        let ys = unsafe { _mm256_loadu_si256(ysg.add(t)) };
-                        let off = if F == Q4_0 {
-                            _mm256_slli_epi32::<3>(ys)
-                        } else {
-                            _mm256_slli_epi32::<4>(ys)
-                        };
-                        _mm256_sub_epi32(sums, off)
+                    // Q8_0: magnitudes against activations given the weights' signs.
+                    let abs_w = if F == Q8_0 {
+                        [
+                            _mm256_sign_epi8(w[0], w[0]),
+                            _mm256_sign_epi8(w[1], w[1]),
+                            _mm256_sign_epi8(w[2], w[2]),
+                            _mm256_sign_epi8(w[3], w[3]),
+                        ]
                     } else {
-                        sums
+                        w
+                    };
+                    let dw8 = _mm256_set_m128(dw, dw);
+                    if let Some(slot) = mws.get_mut(g) {
+                        *slot = mw; // (formats with a minimum: one per group)
                     }
-                };
-                // SAFETY: as above.
-                let dd = _mm256_mul_ps(dw8, unsafe { _mm256_loadu_ps(d8 as *const f32) });
-                *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums)));
+                    // SAFETY: group g's rows: in bounds (asserted above). Each row below is at a
+                    // fixed offset from these (T is a constant), no address to compute.
+                    let (yg, d8g) = unsafe { (qs.add(g * T * GROUP), d8.add(g * T)) };
+                    // (Read only by the offset formats, whose `ysum` has every group.)
+                    let ysg = ysum.wrapping_add(g * T);
+                    for (t, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: row t < T of group g, as above.
+                        let (y, d8) = unsafe { (yg.add(t * GROUP), d8g.add(t)) };
+                        // SAFETY: as above, unaligned loads.
+                        let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
+                        let ys = [y(0), y(1), y(2), y(3)];
+                        let sums = $lane_sums::<F>(&w, &abs_w, ys);
+                        let sums = if offset(F) {
+                            // SAFETY: as above (offset formats have `T * groups` of them).
+                            let ys = unsafe { _mm256_loadu_si256(ysg.add(t)) };
+                            let off = if F == Q4_0 {
+                                _mm256_slli_epi32::<3>(ys)
+                            } else {
+                                _mm256_slli_epi32::<4>(ys)
+                            };
+                            _mm256_sub_epi32(sums, off)
+                        } else {
+                            sums
+                        };
+                        // SAFETY: as above.
+                        let dd = _mm256_mul_ps(dw8, unsafe { _mm256_loadu_ps(d8 as *const f32) });
+                        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums)));
+                    }
+                }
+                if has_min {
+                    // The offsets' products in a pass of their own: in the group loop their
+                    // accumulators pushed the tile's out of the sixteen registers.
+                    for (g, &mw) in mws.iter().enumerate() {
+                        let mw2 = _mm256_set_m128(mw, mw);
+                        for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
+                            // SAFETY: rows 2p and 2p + 1 of group g, side by side: in bounds (asserted
+                            // above).
+                            let s8 = unsafe { _mm256_loadu_ps(s.add(s_at(g, 2 * p))) };
+                            *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
+                        }
+                        if T % 2 == 1 {
+                            // SAFETY: as above.
+                            let s4 = unsafe { _mm_loadu_ps(s.add(s_at(g, T - 1))) };
+                            macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, s4));
+                        }
+                    }
+                }
+                if T == 1 {
+                    let mut m = [0f32; 4];
+                    // SAFETY: `m` holds four f32.
+                    unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc1) };
+                    out.put(r, &[finish_q32(format, hsum8(&lanes(acc[0])), hsum4(&m))]);
+                    continue;
+                }
+                // The tile's rows summed side by side: padded to eight with zeros, whose sums are
+                // dropped.
+                let acc8: [__m256; 8] =
+                    std::array::from_fn(|t| acc.get(t).copied().unwrap_or(_mm256_setzero_ps()));
+                let mut sums = tile_hsum8(acc8);
+                if has_min {
+                    let macc: [__m256; 4] = std::array::from_fn(|p| match p {
+                        p if p < T / 2 => macc2[p],
+                        p if p == T / 2 && T % 2 == 1 => _mm256_set_m128(_mm_setzero_ps(), macc1),
+                        _ => _mm256_setzero_ps(),
+                    });
+                    sums = _mm256_add_ps(sums, tile_hsum4(macc));
+                }
+                let mut v = [0f32; 8];
+                // SAFETY: `v` holds eight f32.
+                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), sums) };
+                out.put(r, &v[..T]);
             }
         }
-        if has_min {
-            // The offsets' products in a pass of their own: in the group loop their
-            // accumulators pushed the tile's out of the sixteen registers.
-            for (g, &mw) in mws.iter().enumerate() {
-                let mw2 = _mm256_set_m128(mw, mw);
-                for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
-                    // SAFETY: rows 2p and 2p + 1 of group g, side by side: in bounds (asserted
-                    // above).
-                    let s8 = unsafe { _mm256_loadu_ps(s.add(s_at(g, 2 * p))) };
-                    *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
-                }
-                if T % 2 == 1 {
-                    // SAFETY: as above.
-                    let s4 = unsafe { _mm_loadu_ps(s.add(s_at(g, T - 1))) };
-                    macc1 = _mm_add_ps(macc1, _mm_mul_ps(mw, s4));
-                }
-            }
-        }
-        if T == 1 {
-            let mut m = [0f32; 4];
-            // SAFETY: `m` holds four f32.
-            unsafe { _mm_storeu_ps(m.as_mut_ptr(), macc1) };
-            out.put(r, &[finish_q32(format, hsum8(&lanes(acc[0])), hsum4(&m))]);
-            continue;
-        }
-        // The tile's rows summed side by side: padded to eight with zeros, whose sums are
-        // dropped.
-        let acc8: [__m256; 8] =
-            std::array::from_fn(|t| acc.get(t).copied().unwrap_or(_mm256_setzero_ps()));
-        let mut sums = tile_hsum8(acc8);
-        if has_min {
-            let macc: [__m256; 4] = std::array::from_fn(|p| match p {
-                p if p < T / 2 => macc2[p],
-                p if p == T / 2 && T % 2 == 1 => _mm256_set_m128(_mm_setzero_ps(), macc1),
-                _ => _mm256_setzero_ps(),
-            });
-            sums = _mm256_add_ps(sums, tile_hsum4(macc));
-        }
-        let mut v = [0f32; 8];
-        // SAFETY: `v` holds eight f32.
-        unsafe { _mm256_storeu_ps(v.as_mut_ptr(), sums) };
-        out.put(r, &v[..T]);
+    };
+}
+
+tile_kernel!(rows, "avx2,fma,f16c", lane_sums);
+tile_kernel!(
+    rows_vnni,
+    "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
+    lane_sums_vnni
+);
+
+/// A group's exact integer sums against one activation row `y` (four registers in the
+/// interleaved layout): lane `l` is half-block sum `l` of [`scalar::q32_tile`], before Q4_0's and
+/// Q5_0's offsets. `w` are the weights as decoded, `abs_w` their magnitudes (Q8_0; else `w`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn lane_sums<const F: u8>(
+    w: &[__m256i; GROUP],
+    abs_w: &[__m256i; GROUP],
+    y: [__m256i; GROUP],
+) -> __m256i {
+    let ones = _mm256_set1_epi16(1);
+    if F == Q8_0 {
+        // |w| up to 128: a pair sum takes most of i16, so each widens alone.
+        let wide = |c: usize| {
+            let p = _mm256_maddubs_epi16(abs_w[c], _mm256_sign_epi8(y[c], w[c]));
+            _mm256_madd_epi16(p, ones)
+        };
+        _mm256_add_epi32(
+            _mm256_add_epi32(wide(0), wide(1)),
+            _mm256_add_epi32(wide(2), wide(3)),
+        )
+    } else {
+        // Weights 0..31: four pair sums stay under 4 * 2 * 31 * 127 < 2^15.
+        let p = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[0], y[0]),
+                _mm256_maddubs_epi16(w[1], y[1]),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(w[2], y[2]),
+                _mm256_maddubs_epi16(w[3], y[3]),
+            ),
+        );
+        _mm256_madd_epi16(p, ones)
     }
+}
+
+/// [`lane_sums`] with VNNI: each `vpdpbusd` adds four byte products into a lane's i32, exactly
+/// (no 16-bit step to saturate), in two chains of two so that one row does not wait on four.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn lane_sums_vnni<const F: u8>(
+    w: &[__m256i; GROUP],
+    abs_w: &[__m256i; GROUP],
+    y: [__m256i; GROUP],
+) -> __m256i {
+    let zero = _mm256_setzero_si256();
+    // Unsigned weight bytes against signed activations: Q8_0's magnitudes (up to 128, which
+    // is a u8) against activations given the weights' signs.
+    let (u, v): ([__m256i; GROUP], [__m256i; GROUP]) = if F == Q8_0 {
+        (
+            *abs_w,
+            std::array::from_fn(|c| _mm256_sign_epi8(y[c], w[c])),
+        )
+    } else {
+        (*w, y)
+    };
+    let a = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[0], v[0]), u[1], v[1]);
+    let b = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[2], v[2]), u[3], v[3]);
+    _mm256_add_epi32(a, b)
 }
 
 /// [`hsum4`] of eight rows at once: `halves[k]` holds row `2k`'s four lanes, then row
