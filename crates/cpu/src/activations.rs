@@ -25,9 +25,8 @@ pub struct Q8Rows {
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
     pub layout: Q8Layout,
-    /// `d` and `s` again, arranged for kernels that scale several rows at once (see
+    /// `s` again, arranged for kernels that add several rows' offsets at once (see
     /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
-    pub tile_d: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
     pub tile_s: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
     /// In [`Q8Layout::Interleaved`], per group: its four blocks' scales twice, one per
     /// half-block sum lane (`[d0, d1, d2, d3, d0, d1, d2, d3]`), so an AVX2 kernel scales a
@@ -51,12 +50,12 @@ pub enum Q8Layout {
     /// Block after block, each in element order.
     #[default]
     Blocks,
-    /// For the AVX2 and AVX-512 kernels: the 16 elements each of the eight half-block sums adds up lie
-    /// in the same four-byte lane of the group's two 64-byte halves at lane `l` and `l + 8`
-    /// (see [`interleaved_position`]), so two accumulating VNNI products and one add of a
-    /// register's halves leave the sums in the scalar kernel's order: the reduction costs each
-    /// activation row two instructions, the permutation is paid once per input row, and the
-    /// weights' decoding (shared by a tile) permutes them the same way.
+    /// For the x86 kernels: the 16 elements each of the eight half-block sums adds up lie in the
+    /// same four-byte lane of the group's four 32-byte quarters (lane `l` of the group's two
+    /// 64-byte halves at `l` and `l + 8`, see [`interleaved_position`]), so the byte products of
+    /// the four quarters (AVX2's `maddubs` and `madd`, or VNNI's `vpdpbusd`) leave the sums in
+    /// the scalar kernel's order with no horizontal fold: the permutation is paid once per input
+    /// row, and the weights' decoding (shared by a tile) permutes them the same way.
     Interleaved,
 }
 
@@ -77,7 +76,6 @@ impl Q8Rows {
         self.d.clear();
         self.s.clear();
         self.layout = Q8Layout::default();
-        self.tile_d.clear();
         self.tile_s.clear();
         self.d8.clear();
         self.ysum.clear();
@@ -108,7 +106,6 @@ impl Q8Rows {
             d: &self.d,
             s: &self.s,
             layout: self.layout,
-            tile_d: &self.tile_d,
             tile_s: &self.tile_s,
             d8: &self.d8,
             ysum: &self.ysum,
@@ -118,27 +115,24 @@ impl Q8Rows {
         }
     }
 
-    /// Copies `d` and `s` (rows of `row_blocks` blocks) into `tile_d` and `tile_s`, tile by tile
-    /// of [`TILE`] rows, and in a tile group by group with the tile's rows side by side: the
-    /// scales of four rows' group are then 16 consecutive f32, one 512-bit multiply by the
-    /// weights' scales, where one row at a time took a load, a multiply and a shuffle each.
+    /// Copies `s` (rows of `row_blocks` blocks) into `tile_s`, tile by tile of [`TILE`] rows,
+    /// and in a tile group by group with the tile's rows side by side: two rows' offsets'
+    /// scales of a group are then eight consecutive f32, one 256-bit multiply by the weights'
+    /// offsets.
     pub fn arrange_tile_scales(&mut self, row_blocks: usize) {
         let rows = self.d.len() / row_blocks.max(1);
         let groups = row_blocks / Q8_GROUP;
-        let (mut tile_d, mut tile_s) = (take(&mut self.tile_d), take(&mut self.tile_s));
-        tile_d.clear();
+        let mut tile_s = take(&mut self.tile_s);
         tile_s.clear();
         for t0 in (0..rows).step_by(TILE) {
             let tile = TILE.min(rows - t0);
             for g in 0..groups {
                 for t in t0..t0 + tile {
                     let at = t * row_blocks + g * Q8_GROUP;
-                    tile_d.extend_from_slice(&self.d[at..at + Q8_GROUP]);
                     tile_s.extend_from_slice(&self.s[at..at + Q8_GROUP]);
                 }
             }
         }
-        self.tile_d = tile_d;
         self.tile_s = tile_s;
     }
 
@@ -183,8 +177,7 @@ pub struct Q8Slice<'a> {
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub layout: Q8Layout,
-    /// A tile's part of [`Q8Rows::tile_d`] and [`Q8Rows::tile_s`] (empty when not arranged).
-    pub tile_d: &'a [f32], // [groups][rows][Q8_GROUP]
+    /// A tile's part of [`Q8Rows::tile_s`] (empty when not arranged).
     pub tile_s: &'a [f32], // [groups][rows][Q8_GROUP]
     /// See [`Q8Rows::d8`] and [`Q8Rows::ysum`] (empty unless interleaved).
     pub d8: &'a [[f32; 8]], // [groups]
@@ -224,7 +217,6 @@ impl<'a> Q8Slice<'a> {
             d: &self.d[range.clone()],
             s: &self.s[range.clone()],
             layout: self.layout,
-            tile_d: part(self.tile_d, range.clone()),
             tile_s: part(self.tile_s, range.clone()),
             d8: part(self.d8, groups.clone()),
             ysum: part(self.ysum, groups.clone()),
