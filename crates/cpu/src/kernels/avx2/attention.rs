@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::lanes;
+use super::{lanes, tile_hsum8};
 use crate::kernels::scalar::hsum8;
 use crate::kernels::{F16Rows, Rows, Widen};
 
@@ -144,38 +144,8 @@ fn scores8<E: Lanes>(q: &[f32], k: &Rows<E>, slots: &[usize], scale: f32) -> __m
             *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, load8(row, c)));
         }
     }
-    // hsum8 of each, all at once: t = [a0 + a4, a1 + a5, a2 + a6, a3 + a7] (lanes of the low
-    // half plus the high), u = [t0 + t2, t1 + t3], then u0 + u1.
-    let halves = |x: __m256, y: __m256| {
-        _mm256_add_ps(
-            _mm256_permute2f128_ps::<0x20>(x, y),
-            _mm256_permute2f128_ps::<0x31>(x, y),
-        )
-    };
-    // [t of slot 0 | t of slot 1], [t2 | t3], ...
-    let t = [
-        halves(acc[0], acc[1]),
-        halves(acc[2], acc[3]),
-        halves(acc[4], acc[5]),
-        halves(acc[6], acc[7]),
-    ];
-    // Per 128-bit half: [t0 of x, t1 of x, t0 of y, t1 of y] + [t2 of x, t3 of x, t2 of y,
-    // t3 of y] = [u0 of x, u1 of x, u0 of y, u1 of y].
-    let pairs = |x: __m256, y: __m256| {
-        _mm256_add_ps(
-            _mm256_shuffle_ps::<0x44>(x, y),
-            _mm256_shuffle_ps::<0xEE>(x, y),
-        )
-    };
-    // [u of 0, u of 2 | u of 1, u of 3], [u of 4, u of 6 | u of 5, u of 7].
-    let (u0, u1) = (pairs(t[0], t[1]), pairs(t[2], t[3]));
-    // [s0, s2, s4, s6 | s1, s3, s5, s7]: u0 + u1 of each.
-    let s = _mm256_add_ps(
-        _mm256_shuffle_ps::<0x88>(u0, u1),
-        _mm256_shuffle_ps::<0xDD>(u0, u1),
-    );
-    let ordered = _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_mul_ps(ordered, _mm256_set1_ps(scale))
+    // hsum8 of each, all at once, in slot order.
+    _mm256_mul_ps(tile_hsum8(acc), _mm256_set1_ps(scale))
 }
 
 /// See [`crate::kernels::Kernels::weighted_sum`]. The output stays in registers across the

@@ -24,8 +24,8 @@
 
 use std::arch::x86_64::*;
 
-use super::q32_sums::{lane_sums, lane_sums_vnni, tile_hsum4, tile_hsum8};
-use super::{lanes, load32};
+use super::q32_sums::{lane_sums, lane_sums_vnni};
+use super::{lanes, load32, tile_hsum4, tile_hsum8};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};

@@ -1,13 +1,12 @@
-//! The q32 tile kernel's sums ([`super::q32`]): a group's exact integer lane sums against one
-//! activation row (AVX2's byte products, or AVX-512 VNNI's), and a tile's eight rows'
-//! horizontal sums taken side by side.
+//! The q32 tile kernel's integer sums ([`super::q32`]): a group's exact lane sums against one
+//! activation row, by AVX2's byte products or by AVX-512 VNNI's.
 
 use std::arch::x86_64::*;
 
 use crate::kernels::q32_ids::Q8_0;
-use crate::kernels::scalar::GROUP;
 #[cfg(doc)]
-use crate::kernels::scalar::{self, hsum4, hsum8};
+use crate::kernels::scalar;
+use crate::kernels::scalar::GROUP;
 
 /// A group's exact integer sums against one activation row `y` (four registers in the
 /// interleaved layout): lane `l` is half-block sum `l` of [`scalar::q32_tile`], before Q4_0's and
@@ -69,46 +68,4 @@ pub(super) fn lane_sums_vnni<const F: u8>(
     let a = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[0], v[0]), u[1], v[1]);
     let b = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[2], v[2]), u[3], v[3]);
     _mm256_add_epi32(a, b)
-}
-
-/// [`hsum4`] of eight rows at once: `halves[k]` holds row `2k`'s four lanes, then row
-/// `2k + 1`'s; lane `t` of the result is row `t`'s `(m0 + m2) + (m1 + m3)`, the same additions
-/// of the same operands, so the same bits.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn tile_hsum4(halves: [__m256; 4]) -> __m256 {
-    // Lanes (0, 1) of each row's four plus lanes (2, 3): rows 2k and 2k + 2 in the low
-    // 128-bit lane, 2k + 1 and 2k + 3 in the high.
-    let fold = |a: __m256, b: __m256| {
-        _mm256_add_ps(
-            _mm256_shuffle_ps::<0b01_00_01_00>(a, b),
-            _mm256_shuffle_ps::<0b11_10_11_10>(a, b),
-        )
-    };
-    let (a, b) = (fold(halves[0], halves[1]), fold(halves[2], halves[3]));
-    // Rows [0, 2, 4, 6 | 1, 3, 5, 7], then in order.
-    let v = _mm256_add_ps(
-        _mm256_shuffle_ps::<0b10_00_10_00>(a, b),
-        _mm256_shuffle_ps::<0b11_01_11_01>(a, b),
-    );
-    _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
-}
-
-/// [`hsum8`] of eight accumulators at once, lane `t` of the result from `acc[t]`: each
-/// register's halves added (`a_l + a_{l+4}`), then [`tile_hsum4`].
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn tile_hsum8(acc: [__m256; 8]) -> __m256 {
-    let halves = |a: __m256, b: __m256| {
-        _mm256_add_ps(
-            _mm256_permute2f128_ps::<0x20>(a, b),
-            _mm256_permute2f128_ps::<0x31>(a, b),
-        )
-    };
-    tile_hsum4([
-        halves(acc[0], acc[1]),
-        halves(acc[2], acc[3]),
-        halves(acc[4], acc[5]),
-        halves(acc[6], acc[7]),
-    ])
 }
