@@ -9,7 +9,9 @@
 //! scales already laid out per lane), one multiply and one add. The 4- and 5-bit formats all
 //! multiply unsigned weights: Q4_0 and Q5_0 (stored as `q - 8`, `q - 16`) take their offset back
 //! out of the exact integer sums with the activations' lane sums ([`Q8Rows::ysum`]), two
-//! instructions where flipping the activations' signs took four; the offsets' products of Q4_1
+//! instructions where flipping the activations' signs took four, and with VNNI so does Q8_0
+//! (its bytes biased by 128 once a tile; AVX2's 16-bit pair sums would saturate on those, so
+//! there it flips the activations' signs per row); the offsets' products of Q4_1
 //! and Q5_1 are summed two rows to a register after the group loop, so that the tile's eight
 //! accumulators, the weights and the constants fit the sixteen registers. The weights'
 //! decoding and transpose into the layout is paid once per tile. A tile's activations come
@@ -24,7 +26,10 @@
 
 use std::arch::x86_64::*;
 
-use super::q32_sums::{lane_sums, lane_sums_vnni};
+use super::q32_sums::{
+    lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, unsigned_weights,
+    unsigned_weights_vnni,
+};
 use super::{lanes, load32, tile_hsum4, tile_hsum8};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
@@ -142,12 +147,6 @@ fn bytes_from_bits(bits: u32) -> __m256i {
     );
     let others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
     _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1))
-}
-
-/// Whether format `F`'s weights are stored with an offset that the kernel takes out of the
-/// integer sums (`q - 8`, `q - 16`), multiplying the unsigned `q`.
-const fn offset(f: u8) -> bool {
-    f == Q4_0 || f == Q5_0
 }
 
 /// A 5-bit block's 32 unsigned values (nibble and fifth bit, without Q5_0's offset of 16) in
@@ -358,11 +357,12 @@ fn decode_pair<const F: u8>(pair: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
 }
 
 /// Defines the tile kernel `$name` (format `F`, layout `P`, `T` rows) on the target features
-/// `$features`, its integer lane sums by `$lane_sums`: AVX2's byte products, or AVX-512 VNNI's
-/// `vpdpbusd` (the same exact sums in one instruction a register where AVX2 takes two). The rest
-/// of the kernel is one text, so the two cannot drift apart.
+/// `$features`, its integer lane sums by `$lane_sums` of the weights' unsigned operand
+/// `$unsigned`, less the activations' lane sums shifted by `$offset_shift`: AVX2's byte
+/// products, or AVX-512 VNNI's `vpdpbusd` (the same exact sums in one instruction a register
+/// where AVX2 takes two). The rest of the kernel is one text, so the two cannot drift apart.
 macro_rules! tile_kernel {
-    ($name:ident, $features:literal, $lane_sums:ident) => {
+    ($name:ident, $features:literal, $lane_sums:ident, $unsigned:ident, $offset_shift:ident) => {
         #[target_feature(enable = $features)]
         fn $name<const F: u8, const P: bool, const T: usize>(
             w_rows: &[u8],
@@ -388,13 +388,13 @@ macro_rules! tile_kernel {
             assert!(
                 qs.len() == T * groups * GROUP
                     && d8.len() == T * groups
-                    && (!offset(F) || ysum.len() == T * groups)
+                    && ($offset_shift(F) == 0 || ysum.len() == T * groups)
                     && s.len() == T * stride,
                 "activations of {T} rows of {groups} groups, arranged by tile"
             );
             let qs = qs.as_ptr() as *const __m256i; // [groups][T][GROUP]
             let d8 = d8.as_ptr() as *const __m256; // [groups][T]
-            let ysum = ysum.as_ptr() as *const __m256i; // [groups][T] (offset formats)
+            let ysum = ysum.as_ptr() as *const __m256i; // [groups][T] (formats with an offset)
             let s = s.as_ptr(); // [groups][T][GROUP]: two rows' offsets' scales are eight f32
             let s_at = |g: usize, t: usize| (g * T + t) * GROUP;
             // A row's last group when it has fewer than four blocks (the same count in every row):
@@ -439,17 +439,7 @@ macro_rules! tile_kernel {
                             (decode_group::<F>(&padded), dw, mw)
                         }
                     };
-                    // Q8_0: magnitudes against activations given the weights' signs.
-                    let abs_w = if F == Q8_0 {
-                        [
-                            _mm256_sign_epi8(w[0], w[0]),
-                            _mm256_sign_epi8(w[1], w[1]),
-                            _mm256_sign_epi8(w[2], w[2]),
-                            _mm256_sign_epi8(w[3], w[3]),
-                        ]
-                    } else {
-                        w
-                    };
+                    let u = $unsigned::<F>(&w);
                     let dw8 = _mm256_set_m128(dw, dw);
                     if let Some(slot) = mws.get_mut(g) {
                         *slot = mw; // (formats with a minimum: one per group)
@@ -457,7 +447,7 @@ macro_rules! tile_kernel {
                     // SAFETY: group g's rows: in bounds (asserted above). Each row below is at a
                     // fixed offset from these (T is a constant), no address to compute.
                     let (yg, d8g) = unsafe { (qs.add(g * T * GROUP), d8.add(g * T)) };
-                    // (Read only by the offset formats, whose `ysum` has every group.)
+                    // (Read only by formats with an offset, whose `ysum` has every group.)
                     let ysg = ysum.wrapping_add(g * T);
                     for (t, acc) in acc.iter_mut().enumerate() {
                         // SAFETY: row t < T of group g, as above.
@@ -465,18 +455,15 @@ macro_rules! tile_kernel {
                         // SAFETY: as above, unaligned loads.
                         let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
                         let ys = [y(0), y(1), y(2), y(3)];
-                        let sums = $lane_sums::<F>(&w, &abs_w, ys);
-                        let sums = if offset(F) {
-                            // SAFETY: as above (offset formats have `T * groups` of them).
-                            let ys = unsafe { _mm256_loadu_si256(ysg.add(t)) };
-                            let off = if F == Q4_0 {
-                                _mm256_slli_epi32::<3>(ys)
-                            } else {
-                                _mm256_slli_epi32::<4>(ys)
-                            };
-                            _mm256_sub_epi32(sums, off)
-                        } else {
-                            sums
+                        let sums = $lane_sums::<F>(&w, &u, ys);
+                        let sums = match $offset_shift(F) {
+                            0 => sums,
+                            shift => {
+                                // SAFETY: as above (formats with an offset have `T * groups`).
+                                let ys = unsafe { _mm256_loadu_si256(ysg.add(t)) };
+                                let off = _mm256_sll_epi32(ys, _mm_cvtsi32_si128(shift));
+                                _mm256_sub_epi32(sums, off)
+                            }
                         };
                         // SAFETY: as above.
                         let dd = _mm256_mul_ps(dw8, unsafe { _mm256_loadu_ps(d8 as *const f32) });
@@ -530,9 +517,17 @@ macro_rules! tile_kernel {
     };
 }
 
-tile_kernel!(rows, "avx2,fma,f16c", lane_sums);
+tile_kernel!(
+    rows,
+    "avx2,fma,f16c",
+    lane_sums,
+    unsigned_weights,
+    offset_shift
+);
 tile_kernel!(
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
-    lane_sums_vnni
+    lane_sums_vnni,
+    unsigned_weights_vnni,
+    offset_shift_vnni
 );

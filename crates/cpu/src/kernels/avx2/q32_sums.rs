@@ -1,28 +1,74 @@
 //! The q32 tile kernel's integer sums ([`super::q32`]): a group's exact lane sums against one
-//! activation row, by AVX2's byte products or by AVX-512 VNNI's.
+//! activation row, by AVX2's byte products or by AVX-512 VNNI's. Both multiply unsigned weight
+//! bytes by signed activations; what makes a format's weights unsigned, and the offset that
+//! takes back out of the sums (a multiple of the activations' lane sums), is per instruction set.
 
 use std::arch::x86_64::*;
 
-use crate::kernels::q32_ids::Q8_0;
+use crate::kernels::q32_ids::{Q4_0, Q5_0, Q8_0};
 #[cfg(doc)]
 use crate::kernels::scalar;
 use crate::kernels::scalar::GROUP;
 
+/// The weights' unsigned operand for [`lane_sums`]: Q8_0's magnitudes (its signs go onto the
+/// activations, per row), else the weights as decoded.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn unsigned_weights<const F: u8>(w: &[__m256i; GROUP]) -> [__m256i; GROUP] {
+    if F == Q8_0 {
+        std::array::from_fn(|c| _mm256_sign_epi8(w[c], w[c]))
+    } else {
+        *w
+    }
+}
+
+/// The weights' unsigned operand for [`lane_sums_vnni`]: Q8_0's bytes plus 128 (a flipped sign
+/// bit), once per group of a tile where the magnitudes cost a sign flip of the activations per
+/// row; [`offset_shift_vnni`] takes the 128 back out. Else the weights as decoded.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub(super) fn unsigned_weights_vnni<const F: u8>(w: &[__m256i; GROUP]) -> [__m256i; GROUP] {
+    if F == Q8_0 {
+        let bias = _mm256_set1_epi8(i8::MIN);
+        std::array::from_fn(|c| _mm256_xor_si256(w[c], bias))
+    } else {
+        *w
+    }
+}
+
+/// With [`lane_sums`]: the sums exceed the signed weights' by the activations' lane sums shifted
+/// left by this (Q4_0 and Q5_0, multiplied unsigned: `q = w + 8`, `w + 16`), or 0 (no offset).
+pub(super) const fn offset_shift(f: u8) -> i32 {
+    match f {
+        Q4_0 => 3,
+        Q5_0 => 4,
+        _ => 0,
+    }
+}
+
+/// [`offset_shift`] for [`lane_sums_vnni`]: Q8_0's bias of 128 too.
+pub(super) const fn offset_shift_vnni(f: u8) -> i32 {
+    match f {
+        Q8_0 => 7,
+        f => offset_shift(f),
+    }
+}
+
 /// A group's exact integer sums against one activation row `y` (four registers in the
-/// interleaved layout): lane `l` is half-block sum `l` of [`scalar::q32_tile`], before Q4_0's and
-/// Q5_0's offsets. `w` are the weights as decoded, `abs_w` their magnitudes (Q8_0; else `w`).
+/// interleaved layout): lane `l` is half-block sum `l` of [`scalar::q32_tile`], before the
+/// offset of [`offset_shift`]. `w` are the weights as decoded, `u` [`unsigned_weights`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn lane_sums<const F: u8>(
     w: &[__m256i; GROUP],
-    abs_w: &[__m256i; GROUP],
+    u: &[__m256i; GROUP],
     y: [__m256i; GROUP],
 ) -> __m256i {
     let ones = _mm256_set1_epi16(1);
     if F == Q8_0 {
         // |w| up to 128: a pair sum takes most of i16, so each widens alone.
         let wide = |c: usize| {
-            let p = _mm256_maddubs_epi16(abs_w[c], _mm256_sign_epi8(y[c], w[c]));
+            let p = _mm256_maddubs_epi16(u[c], _mm256_sign_epi8(y[c], w[c]));
             _mm256_madd_epi16(p, ones)
         };
         _mm256_add_epi32(
@@ -45,27 +91,19 @@ pub(super) fn lane_sums<const F: u8>(
     }
 }
 
-/// [`lane_sums`] with VNNI: each `vpdpbusd` adds four byte products into a lane's i32, exactly
-/// (no 16-bit step to saturate), in two chains of two so that one row does not wait on four.
+/// [`lane_sums`] with VNNI, before the offset of [`offset_shift_vnni`] (`u`:
+/// [`unsigned_weights_vnni`]): each `vpdpbusd` adds four byte products into a lane's i32,
+/// exactly (no 16-bit step to saturate, so Q8_0's biased bytes up to 255 need no sign flips),
+/// in two chains of two so that one row does not wait on four.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) fn lane_sums_vnni<const F: u8>(
-    w: &[__m256i; GROUP],
-    abs_w: &[__m256i; GROUP],
+    _w: &[__m256i; GROUP],
+    u: &[__m256i; GROUP],
     y: [__m256i; GROUP],
 ) -> __m256i {
     let zero = _mm256_setzero_si256();
-    // Unsigned weight bytes against signed activations: Q8_0's magnitudes (up to 128, which
-    // is a u8) against activations given the weights' signs.
-    let (u, v): ([__m256i; GROUP], [__m256i; GROUP]) = if F == Q8_0 {
-        (
-            *abs_w,
-            std::array::from_fn(|c| _mm256_sign_epi8(y[c], w[c])),
-        )
-    } else {
-        (*w, y)
-    };
-    let a = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[0], v[0]), u[1], v[1]);
-    let b = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[2], v[2]), u[3], v[3]);
+    let a = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[0], y[0]), u[1], y[1]);
+    let b = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(zero, u[2], y[2]), u[3], y[3]);
     _mm256_add_epi32(a, b)
 }
