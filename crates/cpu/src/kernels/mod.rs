@@ -291,7 +291,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out) },
+            Isa::Avx2 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out, false) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
+            Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out, true) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::k_rows(f, w_rows, row_bytes, x, out),
             #[cfg(target_arch = "aarch64")]

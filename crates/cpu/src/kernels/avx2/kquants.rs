@@ -1,31 +1,65 @@
 //! K-quant super-blocks (256 elements) against 8-bit activation blocks of 256. A super-block
 //! is decoded once into eight registers of 32 small unsigned values plus their scales, then
-//! multiplied by every activation row of the tile.
+//! multiplied by every activation row of the tile. A row's integer sums stay in lanes until the
+//! tile's rows are summed side by side ([`tile_sum8`]: exact, so any order), and the float step
+//! of [`scalar::k_step`] runs on the tile's rows at once, lane `t` row `t`: the same multiplies,
+//! conversions and adds on the same operands, so the same bits, without a horizontal sum and
+//! scalar float steps per row and super-block. With AVX-512 VNNI, `vpdpwssd` takes a register's
+//! scaling multiply and its add in one instruction.
 
 use std::arch::x86_64::*;
 
 use super::{f16_at, load32, load32_i8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
-use crate::kernels::scalar::{self, k_scale_min, k_step};
+use crate::kernels::scalar::{self, k_scale_min};
 use crate::kernels::{each_row, Out};
 
 const Q4_K: u8 = 0;
 const Q5_K: u8 = 1;
 const Q6_K: u8 = 2;
 
-/// See [`crate::kernels::Kernels::k_rows`].
+/// See [`crate::kernels::Kernels::k_rows`]; `vnni`: the scaled sums by AVX-512 VNNI.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C.
+/// The CPU must support AVX2, FMA and F16C, and with `vnni` AVX-512 F, VL and VNNI.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
+pub unsafe fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out, vnni: bool) {
+    // SAFETY: the caller vouches for VNNI where it asks for it.
+    unsafe {
+        match f {
+            KFormat::Q4_K => by_isa::<Q4_K>(w, row_bytes, x, out, vnni),
+            KFormat::Q5_K => by_isa::<Q5_K>(w, row_bytes, x, out, vnni),
+            KFormat::Q6_K => by_isa::<Q6_K>(w, row_bytes, x, out, vnni),
+        }
+    }
+}
+
+/// [`rows`] (or, with `vnni`, [`rows_vnni`]) of format `F` for the tile's size.
+///
+/// # Safety
+/// With `vnni`, the CPU must support AVX-512 F, VL and VNNI.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn by_isa<const F: u8>(w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out, vnni: bool) {
     let n = out.tile();
-    let fallback = |out: Out| each_row(w, row_bytes, out, |w, o| scalar::k_tile(f, w, x, o));
+    let fallback = |out: Out| {
+        each_row(w, row_bytes, out, |w, o| {
+            scalar::k_tile(format(F), w, x, o) // unreachable: tiles have 1..=8 rows
+        })
+    };
+    if vnni {
+        // SAFETY: the caller has VNNI (above).
+        unsafe { by_tile!(n, rows_vnni::<F>(w, row_bytes, x, out), fallback(out)) }
+    } else {
+        by_tile!(n, rows::<F>(w, row_bytes, x, out), fallback(out))
+    }
+}
+
+const fn format(f: u8) -> KFormat {
     match f {
-        KFormat::Q4_K => by_tile!(n, rows::<Q4_K>(w, row_bytes, x, out), fallback(out)),
-        KFormat::Q5_K => by_tile!(n, rows::<Q5_K>(w, row_bytes, x, out), fallback(out)),
-        KFormat::Q6_K => by_tile!(n, rows::<Q6_K>(w, row_bytes, x, out), fallback(out)),
+        Q4_K => KFormat::Q4_K,
+        Q5_K => KFormat::Q5_K,
+        _ => KFormat::Q6_K,
     }
 }
 
@@ -117,54 +151,101 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
     k
 }
 
-/// `(sumi, summ)` of a decoded super-block and one activation block, as [`scalar::k_sums`].
+/// Lane `t`: the sum of `v[t]`'s eight i32 lanes (exact: integers, so in any order).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn sums<const F: u8>(k: &Decoded, x: &BlockQ8K) -> (i32, i32) {
-    let mut acc = _mm256_setzero_si256();
-    for j in 0..8 {
-        let y = load32_i8(&x.qs[32 * j..]);
-        let products = _mm256_madd_epi16(_mm256_maddubs_epi16(k.q[j], y), k.scales[j]);
-        acc = _mm256_add_epi32(acc, products);
-    }
-    // SAFETY: 16 i16 (32 bytes).
-    let bsums = unsafe { _mm256_loadu_si256(x.bsums.as_ptr() as *const __m256i) };
-    let runs = _mm256_madd_epi16(k.run_weights, bsums);
-    // Both sums at once: [sum of acc, sum of runs] in lanes 0 and 1 (exact: integers).
-    let h = _mm256_hadd_epi32(acc, runs);
-    let h = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    let h = _mm_hadd_epi32(h, h);
-    let (sumi, runs) = (_mm_cvtsi128_si32(h), _mm_extract_epi32(h, 1));
-    if F == Q6_K {
-        // q - 32: take 32 * scale * (sum of the run's activations) back out.
-        return (sumi - 32 * runs, 0);
-    }
-    (sumi, runs)
+fn tile_sum8(v: [__m256i; 8]) -> __m256i {
+    // Rows (0, 1, 2, 3) in each 128-bit lane of `a`, rows (4, 5, 6, 7) in `b`'s, each lane
+    // holding half of a row's lanes.
+    let a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    let b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(a, b),
+        _mm256_permute2x128_si256::<0x31>(a, b),
+    )
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rows<const F: u8, const T: usize>(
-    w_rows: &[u8],
-    row_bytes: usize,
-    x: &[BlockQ8K],
-    mut out: Out,
-) {
-    let format = match F {
-        Q4_K => KFormat::Q4_K,
-        Q5_K => KFormat::Q5_K,
-        _ => KFormat::Q6_K,
-    };
-    let nb = x.len() / T;
-    for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
-        let mut acc = [0f32; T];
-        for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
-            let k = decode::<F>(block);
-            for t in 0..T {
-                let xb = &x[t * nb + b];
-                let (sumi, summ) = sums::<F>(&k, xb);
-                acc[t] = k_step(format, acc[t], k.d, k.dmin, xb.d, sumi, summ);
+/// Defines the tile kernel `$name` (format `F`, `T` rows) on the target features `$features`,
+/// a register's scaled sums added by `$scaled_add(acc, pair_sums, scales)`. One text for both
+/// instruction sets, so they cannot drift apart.
+macro_rules! k_tile_kernel {
+    ($name:ident, $features:literal, $scaled_add:ident) => {
+        #[target_feature(enable = $features)]
+        fn $name<const F: u8, const T: usize>(
+            w_rows: &[u8],
+            row_bytes: usize,
+            x: &[BlockQ8K],
+            mut out: Out,
+        ) {
+            let format = format(F);
+            let nb = x.len() / T;
+            let zero = _mm256_setzero_si256();
+            for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+                let mut acc = _mm256_setzero_ps(); // lane t: row t
+                for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
+                    let k = decode::<F>(block);
+                    let (mut sums, mut runs) = ([zero; 8], [zero; 8]);
+                    // Register by register, each against the tile's rows: the row sums, a
+                    // register of weights and its scales stay in registers (AVX2 has sixteen).
+                    for j in 0..8 {
+                        let (q, scales) = (k.q[j], k.scales[j]);
+                        for (t, s) in sums.iter_mut().enumerate().take(T) {
+                            let y = load32_i8(&x[t * nb + b].qs[32 * j..]);
+                            *s = $scaled_add(*s, _mm256_maddubs_epi16(q, y), scales);
+                        }
+                    }
+                    let mut xd = [0f32; 8];
+                    for t in 0..T {
+                        let xb = &x[t * nb + b];
+                        xd[t] = xb.d;
+                        // SAFETY: 16 i16 (32 bytes).
+                        let bsums =
+                            unsafe { _mm256_loadu_si256(xb.bsums.as_ptr() as *const __m256i) };
+                        runs[t] = _mm256_madd_epi16(k.run_weights, bsums);
+                    }
+                    let (sumi, summ) = (tile_sum8(sums), tile_sum8(runs));
+                    // SAFETY: `xd` holds eight f32.
+                    let xd = unsafe { _mm256_loadu_ps(xd.as_ptr()) };
+                    let dxd = _mm256_mul_ps(_mm256_set1_ps(k.d), xd);
+                    acc = if F == Q6_K {
+                        // q - 32: take 32 * scale * (sum of the run's activations) back out.
+                        let sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(summ));
+                        _mm256_add_ps(acc, _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)))
+                    } else {
+                        let mxd = _mm256_mul_ps(_mm256_set1_ps(k.dmin), xd);
+                        let step = _mm256_sub_ps(
+                            _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)),
+                            _mm256_mul_ps(mxd, _mm256_cvtepi32_ps(summ)),
+                        );
+                        _mm256_add_ps(acc, step)
+                    };
+                }
+                let mut v = [0f32; 8];
+                // SAFETY: `v` holds eight f32.
+                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), acc) };
+                out.put(r, &v[..T]);
             }
         }
-        out.put(r, &acc);
-    }
+    };
 }
+
+/// `acc + madd(p, scales)`: AVX2's scaled pair sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scaled_add(acc: __m256i, p: __m256i, scales: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales))
+}
+
+/// [`scaled_add`] in one `vpdpwssd` (exact: no saturation, as the sums stay far inside i32).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn scaled_add_vnni(acc: __m256i, p: __m256i, scales: __m256i) -> __m256i {
+    _mm256_dpwssd_epi32(acc, p, scales)
+}
+
+k_tile_kernel!(rows, "avx2,fma,f16c", scaled_add);
+k_tile_kernel!(
+    rows_vnni,
+    "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
+    scaled_add_vnni
+);
