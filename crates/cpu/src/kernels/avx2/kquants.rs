@@ -9,10 +9,10 @@
 
 use std::arch::x86_64::*;
 
-use super::{f16_at, load32, load32_i8};
+use super::{f16_at, lanes as lanes_ps, load32, load32_i8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
-use crate::kernels::scalar::{self, k_scale_min};
+use crate::kernels::scalar;
 use crate::kernels::{each_row, Out};
 
 const Q4_K: u8 = 0;
@@ -75,6 +75,39 @@ struct Decoded {
     run_weights: __m256i,
 }
 
+/// Q4_K's and Q5_K's eight 6-bit scales and eight 6-bit minimums (`s`: their 12 bytes), one a
+/// byte, as [`scalar::k_scale_min`] reads them (`j`: byte `j`), four at a time in 32-bit words.
+#[inline]
+fn scales_mins(s: &[u8]) -> (u64, u64) {
+    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let (low6, low4, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    // j < 4: the low six bits of bytes j and j + 4; j >= 4: four bits of byte j + 4 and the top
+    // two of byte j - 4 (scales) or j (minimums).
+    let scales_low = w0 & low6;
+    let mins_low = w1 & low6;
+    let scales_high = (w2 & low4) | (((w0 >> 6) & top2) << 4);
+    let mins_high = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
+    (
+        scales_low as u64 | (scales_high as u64) << 32,
+        mins_low as u64 | (mins_high as u64) << 32,
+    )
+}
+
+/// A `pshufb` index pair picking i16 element `e` of a 128-bit lane.
+const fn word_bytes(e: usize) -> i16 {
+    (2 * e | (2 * e + 1) << 8) as i16
+}
+
+/// 16 bytes from `b[..16]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load16(b: &[u8]) -> __m128i {
+    assert!(b.len() >= 16);
+    // SAFETY: 16 readable bytes (checked); unaligned load.
+    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
+}
+
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn decode<const F: u8>(b: &[u8]) -> Decoded {
@@ -89,9 +122,20 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
     };
     if F == Q6_K {
         k.d = f16_at(b, 208);
-        let sc: [i16; 16] = std::array::from_fn(|g| b[192 + g] as i8 as i16);
-        // SAFETY: 16 i16 (32 bytes).
-        k.run_weights = unsafe { _mm256_loadu_si256(sc.as_ptr() as *const __m256i) };
+        // The sixteen i8 scales as i16: each run's weight, and (two to a register, one per
+        // 128-bit lane) each register's scales.
+        let sc = _mm256_cvtepi8_epi16(load16(&b[192..208]));
+        k.run_weights = sc;
+        let halves = [
+            _mm256_permute2x128_si256::<0x00>(sc, sc),
+            _mm256_permute2x128_si256::<0x11>(sc, sc),
+        ];
+        for j in 0..8 {
+            // Scale 2j in the low lane, 2j + 1 in the high, from the half holding both.
+            let (lo, hi) = (word_bytes(2 * (j % 4)), word_bytes(2 * (j % 4) + 1));
+            let pick = _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+            k.scales[j] = _mm256_shuffle_epi8(halves[j / 4], pick);
+        }
         let three = _mm256_set1_epi8(3);
         for h in 0..2 {
             let (ql0, ql1) = (load32(&b[64 * h..]), load32(&b[64 * h + 32..]));
@@ -113,23 +157,21 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
             k.q[4 * h + 2] = _mm256_or_si256(hi0, top(2));
             k.q[4 * h + 3] = _mm256_or_si256(hi1, top(3));
         }
-        for j in 0..8 {
-            let (a, c) = (sc[2 * j], sc[2 * j + 1]);
-            k.scales[j] = _mm256_set_m128i(_mm_set1_epi16(c), _mm_set1_epi16(a));
-        }
         return k;
     }
     k.d = f16_at(b, 0);
     k.dmin = f16_at(b, 2);
-    let mut mins = [0i16; 16];
+    let (scales, mins) = scales_mins(&b[4..16]);
+    // Scale j of a whole register j; each minimum weighs two runs of 16.
+    let scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64)));
     for j in 0..8 {
-        let (sc, m) = k_scale_min(j, &b[4..16]);
-        k.scales[j] = _mm256_set1_epi16(sc as i16);
-        mins[2 * j] = m as i16;
-        mins[2 * j + 1] = m as i16;
+        k.scales[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(word_bytes(j)));
     }
-    // SAFETY: 16 i16 (32 bytes).
-    k.run_weights = unsafe { _mm256_loadu_si256(mins.as_ptr() as *const __m256i) };
+    let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
+    k.run_weights = _mm256_set_m128i(
+        _mm_unpackhi_epi16(mins, mins),
+        _mm_unpacklo_epi16(mins, mins),
+    );
     let qs = if F == Q5_K { &b[48..176] } else { &b[16..144] };
     let qh = if F == Q5_K { load32(&b[16..48]) } else { zero };
     let one = _mm256_set1_epi8(1);
@@ -177,19 +219,56 @@ macro_rules! k_tile_kernel {
             x: &[BlockQ8K],
             mut out: Out,
         ) {
-            let format = format(F);
+            let bb = format(F).block_bytes();
             let nb = x.len() / T;
             let zero = _mm256_setzero_si256();
+            // A super-block's integer sums (lanes) against activation block `xb`.
+            let sums = |k: &Decoded, xb: &BlockQ8K| {
+                let mut s = zero;
+                for j in 0..8 {
+                    let y = load32_i8(&xb.qs[32 * j..]);
+                    s = $scaled_add(s, _mm256_maddubs_epi16(k.q[j], y), k.scales[j]);
+                }
+                s
+            };
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
+                if T == 1 {
+                    // One row: eight super-blocks side by side (lane i: block b + i), their
+                    // float steps at once, then added to the row's sum one after the other, in
+                    // the scalar order.
+                    let mut acc = 0f32;
+                    for (c, chunk) in w_row.chunks(8 * bb).enumerate() {
+                        let (mut s, mut runs) = ([zero; 8], [zero; 8]);
+                        let (mut d, mut dmin, mut xd) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+                        for (i, block) in chunk.chunks_exact(bb).enumerate() {
+                            let (k, xb) = (decode::<F>(block), &x[8 * c + i]);
+                            s[i] = sums(&k, xb);
+                            runs[i] = run_sums(&k, xb);
+                            (d[i], dmin[i], xd[i]) = (k.d, k.dmin, xb.d);
+                        }
+                        let steps = k_steps::<F>(
+                            load8(&d),
+                            load8(&dmin),
+                            load8(&xd),
+                            tile_sum8(s),
+                            tile_sum8(runs),
+                        );
+                        for step in lanes_ps(steps).into_iter().take(chunk.len() / bb) {
+                            acc += step;
+                        }
+                    }
+                    out.put(r, &[acc]);
+                    continue;
+                }
                 let mut acc = _mm256_setzero_ps(); // lane t: row t
-                for (b, block) in w_row.chunks_exact(format.block_bytes()).enumerate() {
+                for (b, block) in w_row.chunks_exact(bb).enumerate() {
                     let k = decode::<F>(block);
-                    let (mut sums, mut runs) = ([zero; 8], [zero; 8]);
+                    let (mut s, mut runs) = ([zero; 8], [zero; 8]);
                     // Register by register, each against the tile's rows: the row sums, a
                     // register of weights and its scales stay in registers (AVX2 has sixteen).
                     for j in 0..8 {
                         let (q, scales) = (k.q[j], k.scales[j]);
-                        for (t, s) in sums.iter_mut().enumerate().take(T) {
+                        for (t, s) in s.iter_mut().enumerate().take(T) {
                             let y = load32_i8(&x[t * nb + b].qs[32 * j..]);
                             *s = $scaled_add(*s, _mm256_maddubs_epi16(q, y), scales);
                         }
@@ -198,35 +277,64 @@ macro_rules! k_tile_kernel {
                     for t in 0..T {
                         let xb = &x[t * nb + b];
                         xd[t] = xb.d;
-                        // SAFETY: 16 i16 (32 bytes).
-                        let bsums =
-                            unsafe { _mm256_loadu_si256(xb.bsums.as_ptr() as *const __m256i) };
-                        runs[t] = _mm256_madd_epi16(k.run_weights, bsums);
+                        runs[t] = run_sums(&k, xb);
                     }
-                    let (sumi, summ) = (tile_sum8(sums), tile_sum8(runs));
-                    // SAFETY: `xd` holds eight f32.
-                    let xd = unsafe { _mm256_loadu_ps(xd.as_ptr()) };
-                    let dxd = _mm256_mul_ps(_mm256_set1_ps(k.d), xd);
-                    acc = if F == Q6_K {
-                        // q - 32: take 32 * scale * (sum of the run's activations) back out.
-                        let sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(summ));
-                        _mm256_add_ps(acc, _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)))
-                    } else {
-                        let mxd = _mm256_mul_ps(_mm256_set1_ps(k.dmin), xd);
-                        let step = _mm256_sub_ps(
-                            _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)),
-                            _mm256_mul_ps(mxd, _mm256_cvtepi32_ps(summ)),
-                        );
-                        _mm256_add_ps(acc, step)
-                    };
+                    let steps = k_steps::<F>(
+                        _mm256_set1_ps(k.d),
+                        _mm256_set1_ps(k.dmin),
+                        load8(&xd),
+                        tile_sum8(s),
+                        tile_sum8(runs),
+                    );
+                    acc = _mm256_add_ps(acc, steps);
                 }
-                let mut v = [0f32; 8];
-                // SAFETY: `v` holds eight f32.
-                unsafe { _mm256_storeu_ps(v.as_mut_ptr(), acc) };
-                out.put(r, &v[..T]);
+                out.put(r, &lanes_ps(acc)[..T]);
             }
         }
     };
+}
+
+/// A super-block's run sums against activation block `xb` (lanes): each run of 16 activations'
+/// sum times its run weight.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn run_sums(k: &Decoded, xb: &BlockQ8K) -> __m256i {
+    // SAFETY: 16 i16 (32 bytes).
+    let bsums = unsafe { _mm256_loadu_si256(xb.bsums.as_ptr() as *const __m256i) };
+    _mm256_madd_epi16(k.run_weights, bsums)
+}
+
+/// What [`scalar::k_step`] adds to the sum, in eight lanes at once (the same multiplies,
+/// conversions and subtraction on the same operands): `d`, `dmin` the weights' scales, `xd`
+/// the activations', `sumi` and `summ` the exact integer sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn k_steps<const F: u8>(
+    d: __m256,
+    dmin: __m256,
+    xd: __m256,
+    sumi: __m256i,
+    summ: __m256i,
+) -> __m256 {
+    let dxd = _mm256_mul_ps(d, xd);
+    if F == Q6_K {
+        // q - 32: take 32 * scale * (sum of the run's activations) back out.
+        let sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(summ));
+        return _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi));
+    }
+    let mxd = _mm256_mul_ps(dmin, xd);
+    _mm256_sub_ps(
+        _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)),
+        _mm256_mul_ps(mxd, _mm256_cvtepi32_ps(summ)),
+    )
+}
+
+/// Eight f32 from `v`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load8(v: &[f32; 8]) -> __m256 {
+    // SAFETY: eight f32.
+    unsafe { _mm256_loadu_ps(v.as_ptr()) }
 }
 
 /// `acc + madd(p, scales)`: AVX2's scaled pair sums.
