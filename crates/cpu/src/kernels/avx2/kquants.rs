@@ -96,7 +96,7 @@ fn scales_mins(s: &[u8]) -> (u64, u64) {
 
 /// A `pshufb` index pair picking i16 element `e` of a 128-bit lane.
 const fn word_bytes(e: usize) -> i16 {
-    (2 * e | (2 * e + 1) << 8) as i16
+    ((2 * e) | ((2 * e + 1) << 8)) as i16
 }
 
 /// 16 bytes from `b[..16]`.
