@@ -222,14 +222,15 @@ macro_rules! k_tile_kernel {
             let bb = format(F).block_bytes();
             let nb = x.len() / T;
             let zero = _mm256_setzero_si256();
-            // A super-block's integer sums (lanes) against activation block `xb`.
+            // A super-block's integer sums (lanes) against activation block `xb`, in four
+            // chains of two: one chain of eight accumulating `vpdpwssd` waits on its latency.
             let sums = |k: &Decoded, xb: &BlockQ8K| {
-                let mut s = zero;
+                let mut s = [zero; 4];
                 for j in 0..8 {
                     let y = load32_i8(&xb.qs[32 * j..]);
-                    s = $scaled_add(s, _mm256_maddubs_epi16(k.q[j], y), k.scales[j]);
+                    s[j % 4] = $scaled_add(s[j % 4], _mm256_maddubs_epi16(k.q[j], y), k.scales[j]);
                 }
-                s
+                _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]))
             };
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
                 if T == 1 {
