@@ -4,8 +4,9 @@
 //! tile's rows are summed side by side ([`tile_sum8`]: exact, so any order), and the float step
 //! of [`scalar::k_step`] runs on the tile's rows at once, lane `t` row `t`: the same multiplies,
 //! conversions and adds on the same operands, so the same bits, without a horizontal sum and
-//! scalar float steps per row and super-block. With AVX-512 VNNI, `vpdpwssd` takes a register's
-//! scaling multiply and its add in one instruction.
+//! scalar float steps per row and super-block. One row takes eight super-blocks side by side
+//! instead (lane `i`: block `b + i`) and adds their steps to its sum one after another. With
+//! AVX-512 VNNI, `vpdpwssd` takes a register's scaling multiply and its add in one instruction.
 
 use std::arch::x86_64::*;
 
