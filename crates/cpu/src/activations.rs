@@ -499,6 +499,11 @@ impl<'a> Activations<'a> {
         if self.q8k.is_empty() {
             self.q8k.reserve(self.rows.len() / 256);
             quantize_q8k_for(kernels, self.rows, &mut self.q8k);
+            if kernels.interleaves_q8k() {
+                self.q8k
+                    .iter_mut()
+                    .for_each(crate::packed_k::interleave_q8k);
+            }
         }
         &self.q8k
     }

@@ -18,6 +18,7 @@ mod kv_cache;
 pub mod matmul;
 mod ops;
 pub mod packed;
+pub mod packed_k;
 mod parallel;
 pub mod pool;
 mod weights;

@@ -20,7 +20,7 @@ pub struct Matrix<'a> {
     pub rows: usize,
     pub cols: usize,
     pub bytes: &'a [u8], // [rows, row_bytes]
-    /// The order of each row's bytes ([`Layout::Packed`] only for 32-element block formats).
+    /// The order of each row's bytes ([`Layout::Packed`] only for block formats).
     pub layout: Layout,
 }
 
@@ -236,7 +236,14 @@ fn compute_rows(
             }
             WeightFormat::K(f) => {
                 let nb = w.cols / 256;
-                kernels.k_rows(f, w_rows, rb, &x.q8k[t.start * nb..t.end * nb], out)
+                kernels.k_rows(
+                    f,
+                    w.layout,
+                    w_rows,
+                    rb,
+                    &x.q8k[t.start * nb..t.end * nb],
+                    out,
+                )
             }
         }
     }

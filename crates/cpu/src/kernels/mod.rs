@@ -44,6 +44,7 @@ mod simd128;
 use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format, WeightFormat};
 use crate::packed::{self, Layout};
+use crate::packed_k;
 
 /// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
 /// decoded once per tile). More rows are computed tile after tile with the same result.
@@ -200,9 +201,17 @@ impl Kernels {
     }
 
     /// Whether the kernels multiply the matrices of `format` in [`Layout::Packed`] (the x86
-    /// kernels' 32-element blocks: see [`crate::packed`]).
+    /// kernels' 32-element blocks and K-quants: see [`crate::packed`] and
+    /// [`crate::packed_k`]).
     pub fn packs(self, format: WeightFormat) -> bool {
-        matches!(self.isa, Isa::Avx2 | Isa::Avx512) && matches!(format, WeightFormat::Q32(_))
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
+            && matches!(format, WeightFormat::Q32(_) | WeightFormat::K(_))
+    }
+
+    /// Whether [`Kernels::k_rows`] takes its activation blocks' values in the packed
+    /// registers' order ([`crate::packed_k::interleave_q8k`]).
+    pub fn interleaves_q8k(self) -> bool {
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
     /// `bytes` (rows of `row_bytes`) in [`Layout::Packed`] where [`Kernels::packs`] the format.
@@ -221,21 +230,28 @@ impl Kernels {
         row_bytes: usize,
         out: &mut [u8],
     ) -> bool {
-        let WeightFormat::Q32(f) = format else {
-            return false;
-        };
         if !self.packs(format)
             || row_bytes == 0
             || !bytes.len().is_multiple_of(row_bytes)
+            || !row_bytes.is_multiple_of(format.block_bytes())
             || out.len() != bytes.len()
         {
             return false;
         }
-        match self.isa {
+        match (format, self.isa) {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::pack_rows(f, bytes, row_bytes, out) },
-            _ => packed::pack_rows(f, bytes, row_bytes, out),
+            (WeightFormat::Q32(f), Isa::Avx2 | Isa::Avx512) => unsafe {
+                avx2::pack_rows(f, bytes, row_bytes, out)
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            (WeightFormat::K(f), Isa::Avx2 | Isa::Avx512) => unsafe {
+                avx2::pack_k_rows(f, bytes, out)
+            },
+            (WeightFormat::Q32(f), _) => packed::pack_rows(f, bytes, row_bytes, out),
+            (WeightFormat::K(f), _) => packed_k::pack_rows(f, bytes, out),
+            (WeightFormat::Float(_), _) => return false,
         }
         true
     }
@@ -284,13 +300,37 @@ impl Kernels {
     }
 
     /// As [`Kernels::float_rows`] for K-quant super-blocks against activation blocks of 256
-    /// (`x`: `[tile, blocks]`).
-    pub fn k_rows(self, f: KFormat, w_rows: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out) {
+    /// (`x`: `[tile, blocks]`, their values interleaved where [`Kernels::interleaves_q8k`]),
+    /// the rows in `layout`.
+    pub fn k_rows(
+        self,
+        f: KFormat,
+        layout: Layout,
+        w_rows: &[u8],
+        row_bytes: usize,
+        x: &[BlockQ8K],
+        out: Out,
+    ) {
         debug_assert!((1..=TILE).contains(&out.tile()));
         debug_assert_eq!(x.len(), out.tile() * (row_bytes / f.block_bytes()));
+        let format = WeightFormat::K(f);
+        if layout != Layout::Packed && self.packs(format) {
+            // Kernels that multiply packed rows, given the file's order (never by the engine,
+            // which packs at load): pack the rows first.
+            let mut rows = vec![0u8; w_rows.len()];
+            if self.pack_into(format, w_rows, row_bytes, &mut rows) {
+                return self.k_rows(f, Layout::Packed, &rows, row_bytes, x, out);
+            }
+        }
+        if layout == Layout::Packed && !self.packs(format) {
+            // Kernels that take the file's order: unpack the rows first.
+            let mut rows = vec![0u8; w_rows.len()];
+            packed_k::unpack_rows(f, w_rows, &mut rows);
+            return self.k_rows(f, Layout::Gguf, &rows, row_bytes, x, out);
+        }
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
+            // SAFETY: as above; the rows are packed (above).
             Isa::Avx2 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out, false) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).

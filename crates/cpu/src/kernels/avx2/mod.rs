@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 pub use attention::{scores, weighted_sum, widen};
 pub use exp::{exp_minus, silu_mul};
 pub use float::float_rows;
-pub use kquants::k_rows;
+pub use kquants::{k_rows, pack_k_rows};
 pub use pack::pack_rows;
 pub use q32::{interleave_blocks, q32_rows};
 
