@@ -302,17 +302,25 @@ pub(super) fn pack_block<const F: u8>(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// Lane `t`: the sum of `v[t]`'s eight i32 lanes (exact: integers, so in any order).
+/// Lane `t`: the sum of `v[t]`'s eight i32 lanes (exact: integers, so in any order). By
+/// unpacks and adds: `vphaddd` takes two cycles a register on Zen 4, where an unpack and an
+/// add take about one between them.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn tile_sum8(v: [__m256i; 8]) -> __m256i {
-    // Rows (0, 1, 2, 3) in each 128-bit lane of `a`, rows (4, 5, 6, 7) in `b`'s, each lane
-    // holding half of a row's lanes.
-    let a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    let b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    // Per 128-bit lane: [a0 + a2, b0 + b2, a1 + a3, b1 + b3].
+    let pairs = |a: __m256i, b: __m256i| {
+        _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
+    };
+    // Per 128-bit lane: [a, b, c, d]'s sums over that lane's half of each.
+    let quads = |ab: __m256i, cd: __m256i| {
+        _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
+    };
+    let low = quads(pairs(v[0], v[1]), pairs(v[2], v[3])); // rows 0..4, by half
+    let high = quads(pairs(v[4], v[5]), pairs(v[6], v[7])); // rows 4..8, by half
     _mm256_add_epi32(
-        _mm256_permute2x128_si256::<0x20>(a, b),
-        _mm256_permute2x128_si256::<0x31>(a, b),
+        _mm256_permute2x128_si256::<0x20>(low, high),
+        _mm256_permute2x128_si256::<0x31>(low, high),
     )
 }
 
@@ -343,6 +351,28 @@ macro_rules! k_tile_kernel {
                     _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
                 $finish::<F>(s, k)
             };
+            // The activation blocks' scales, eight to a register, made once for every weight
+            // row: one row's per chunk of eight blocks (lane i: block 8c + i), a tile's per
+            // block (lane t: row t). (Eight scalars stored and read back as one register would
+            // wait on the stores at every use.)
+            let chunks = if T == 1 { nb.div_ceil(8) } else { nb };
+            let (mut on_stack, mut on_heap) = ([_mm256_setzero_ps(); 64], Vec::new());
+            let xds: &mut [__m256] = if chunks <= on_stack.len() {
+                &mut on_stack[..chunks]
+            } else {
+                on_heap.resize(chunks, _mm256_setzero_ps());
+                &mut on_heap
+            };
+            for (j, v) in xds.iter_mut().enumerate() {
+                let lanes: [f32; 8] = std::array::from_fn(|l| match T {
+                    1 => x.get(8 * j + l).map_or(0.0, |b| b.d),
+                    _ if l < T => x[l * nb + j].d,
+                    _ => 0.0,
+                });
+                *v = load8(&lanes);
+            }
+            let xds: &[__m256] = xds;
+            let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
                 if T == 1 {
                     // One row: eight super-blocks side by side (lane i: block b + i), their
@@ -351,20 +381,17 @@ macro_rules! k_tile_kernel {
                     let mut acc = 0f32;
                     for (c, chunk) in w_row.chunks(8 * bb).enumerate() {
                         let (mut s, mut runs) = ([zero; 8], [zero; 8]);
-                        let (mut d, mut dmin, mut xd) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+                        let mut heads = zero; // lane i: block i's f16 scales
                         for (i, block) in chunk.chunks_exact(bb).enumerate() {
                             let (k, xb) = (decode::<F>(block), &x[8 * c + i]);
                             s[i] = sums(&k, xb);
                             runs[i] = run_sums(&k, xb);
-                            (d[i], dmin[i], xd[i]) = (k.d, k.dmin, xb.d);
+                            let lane = _mm256_cmpeq_epi32(_mm256_set1_epi32(i as i32), iota);
+                            let head = _mm256_set1_epi32(block_head::<F>(block));
+                            heads = _mm256_blendv_epi8(heads, head, lane);
                         }
-                        let steps = k_steps::<F>(
-                            load8(&d),
-                            load8(&dmin),
-                            load8(&xd),
-                            tile_sum8(s),
-                            tile_sum8(runs),
-                        );
+                        let (d, dmin) = scales8(heads);
+                        let steps = k_steps::<F>(d, dmin, xds[c], tile_sum8(s), tile_sum8(runs));
                         for step in lanes_ps(steps).into_iter().take(chunk.len() / bb) {
                             acc += step;
                         }
@@ -384,17 +411,14 @@ macro_rules! k_tile_kernel {
                             *s = $pair_step::<F>(*s, &k, j, y(xb, j), y(xb, j + 1));
                         }
                     }
-                    let mut xd = [0f32; 8];
                     for t in 0..T {
-                        let xb = &x[t * nb + b];
-                        xd[t] = xb.d;
-                        runs[t] = run_sums(&k, xb);
+                        runs[t] = run_sums(&k, &x[t * nb + b]);
                         s[t] = $finish::<F>(s[t], &k);
                     }
                     let steps = k_steps::<F>(
                         _mm256_set1_ps(k.d),
                         _mm256_set1_ps(k.dmin),
-                        load8(&xd),
+                        xds[b],
                         tile_sum8(s),
                         tile_sum8(runs),
                     );
@@ -404,6 +428,30 @@ macro_rules! k_tile_kernel {
             }
         }
     };
+}
+
+/// The f16 scales of a packed block as one 32-bit word: `d` in the low half, Q4_K's and
+/// Q5_K's `dmin` in the high one.
+#[inline]
+fn block_head<const F: u8>(b: &[u8]) -> i32 {
+    let at = if F == Q6_K { 208 } else { 0 };
+    let high = if F == Q6_K { [0, 0] } else { [b[2], b[3]] };
+    i32::from_le_bytes([b[at], b[at + 1], high[0], high[1]])
+}
+
+/// Eight blocks' `d` and `dmin` from their [`block_head`]s (lane `i`: block `i`), converted
+/// as [`f16_at`] converts one.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scales8(heads: __m256i) -> (__m256, __m256) {
+    let low = _mm256_and_si256(heads, _mm256_set1_epi32(0xffff));
+    let high = _mm256_srli_epi32::<16>(heads);
+    // Per 128-bit lane: four d, then four dmin; then d 0..8 in the low lane, dmin in the high.
+    let halves = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
+    (
+        _mm256_cvtph_ps(_mm256_castsi256_si128(halves)),
+        _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(halves)),
+    )
 }
 
 /// A super-block's run sums against activation block `xb` (lanes): each run of 16 activations'
