@@ -256,42 +256,60 @@ pub fn decode_k(f: KFormat, b: &[u8]) -> KBlock {
     k
 }
 
-/// `(sumi, summ)` of a super-block product: `sum over runs g of scale_g * (w · x)_g` and
-/// `sum over sub-blocks j of min_j * sum(x_j)`. Exact in i32 (|sumi| < 2^28).
-pub fn k_sums(k: &KBlock, x: &BlockQ8K) -> (i32, i32) {
-    let mut sumi = 0i32;
-    for g in 0..16 {
-        let run: i32 = (16 * g..16 * g + 16)
+/// The exact integer sums of a super-block product in eight lanes, lane `l` sub-block `l`
+/// (elements `32l..32l + 32`, runs `2l` and `2l + 1`): `sumi[l] = sum over its runs g of
+/// scale_g * (w · x)_g`, and for Q4_K/Q5_K `summ[l] = min_l * sum(x over sub-block l)`.
+/// Exact in i32 (|sumi| < 2^26).
+pub fn k_lane_sums(k: &KBlock, x: &BlockQ8K) -> ([i32; 8], [i32; 8]) {
+    let run = |g: usize| -> i32 {
+        (16 * g..16 * g + 16)
             .map(|i| k.q[i] as i32 * x.qs[i] as i32)
-            .sum();
-        sumi += k.scales[g] * run;
-    }
-    let summ = (0..8)
-        .map(|j| k.mins[j] * (x.bsums[2 * j] as i32 + x.bsums[2 * j + 1] as i32))
-        .sum();
+            .sum()
+    };
+    let sumi = std::array::from_fn(|l| {
+        k.scales[2 * l] * run(2 * l) + k.scales[2 * l + 1] * run(2 * l + 1)
+    });
+    let summ =
+        std::array::from_fn(|l| k.mins[l] * (x.bsums[2 * l] as i32 + x.bsums[2 * l + 1] as i32));
     (sumi, summ)
 }
 
-/// One super-block's contribution to the f32 accumulator, shared by every instruction set.
-pub fn k_step(f: KFormat, acc: f32, d: f32, dmin: f32, xd: f32, sumi: i32, summ: i32) -> f32 {
-    match f {
-        KFormat::Q6_K => acc + (d * xd) * sumi as f32,
-        _ => acc + ((d * xd) * sumi as f32 - (dmin * xd) * summ as f32),
+/// One super-block's contribution to the accumulator's eight lanes (see [`k_lane_sums`]),
+/// shared by every instruction set: `d`, `dmin` the block's scales, `xd` the activations'.
+pub fn k_lane_step(
+    f: KFormat,
+    acc: &mut [f32; 8],
+    d: f32,
+    dmin: f32,
+    xd: f32,
+    sumi: &[i32; 8],
+    summ: &[i32; 8],
+) {
+    let (dd, md) = (d * xd, dmin * xd);
+    for (a, (&s, &m)) in acc.iter_mut().zip(sumi.iter().zip(summ)) {
+        *a += match f {
+            KFormat::Q6_K => dd * s as f32,
+            _ => dd * s as f32 - md * m as f32,
+        };
     }
 }
 
+/// A K-quant row against a tile: each row's lanes accumulated block by block in block order
+/// ([`k_lane_step`]), then summed by [`hsum8`] (as the 32-element formats' lanes are).
 pub fn k_tile(f: KFormat, w_row: &[u8], x: &[BlockQ8K], out: &mut [f32]) {
     let nb = x.len() / out.len();
-    let mut acc = [0f32; TILE];
+    let mut acc = [[0f32; 8]; TILE];
     for (b, block) in w_row.chunks_exact(f.block_bytes()).enumerate() {
         let k = decode_k(f, block);
-        for t in 0..out.len() {
+        for (t, acc) in acc.iter_mut().enumerate().take(out.len()) {
             let xb = &x[t * nb + b];
-            let (sumi, summ) = k_sums(&k, xb);
-            acc[t] = k_step(f, acc[t], k.d, k.dmin, xb.d, sumi, summ);
+            let (sumi, summ) = k_lane_sums(&k, xb);
+            k_lane_step(f, acc, k.d, k.dmin, xb.d, &sumi, &summ);
         }
     }
-    out.copy_from_slice(&acc[..out.len()]);
+    for (o, acc) in out.iter_mut().zip(&acc) {
+        *o = hsum8(acc);
+    }
 }
 
 /// `out[j] = dot(q, rows.row(slots[j])) * scale`, the dot in [`float_tile`]'s order.

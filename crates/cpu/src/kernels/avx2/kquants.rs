@@ -1,19 +1,18 @@
 //! K-quant super-blocks (256 elements), packed at load ([`crate::packed_k`]), against 8-bit
 //! activation blocks of 256 in the same order. A super-block is decoded once into eight
 //! registers of 32 small unsigned values, each holding two values of every run of 16, so one
-//! register of scales serves all eight: AVX2 sums two registers' byte products in 16 bits and
-//! scales them with one `madd`; with AVX-512 VNNI, Q4_K's and Q5_K's byte products are summed
-//! per sub-block by `vpdpbusd` and multiplied by their scales once a super-block, and Q6_K's
-//! scaled by `vpdpwssd`. A row's integer sums stay in lanes until the tile's rows are summed
-//! side by side ([`tile_sum8`]: exact, so any order), and the float step of
-//! [`scalar::k_step`] runs on the tile's rows at once, lane `t` row `t`: the same multiplies,
-//! conversions and adds on the same operands, so the same bits, without a horizontal sum and
-//! scalar float steps per row and super-block. One row takes eight super-blocks side by side
-//! instead (lane `i`: block `b + i`) and adds their steps to its sum one after another.
+//! register of scales serves all eight and a register's 32-bit lane `l` is sub-block `l`: the
+//! lanes of [`scalar::k_lane_sums`] come straight out of the products. AVX2 sums two
+//! registers' byte products in 16 bits and scales them with one `madd` (Q4_K: all eight, one
+//! `madd`); with AVX-512 VNNI, Q4_K's and Q5_K's byte products are summed per sub-block by
+//! `vpdpbusd` and multiplied by their scales once a super-block, and Q6_K's scaled by
+//! `vpdpwssd`. Each row's eight float lanes then take the block's step of
+//! [`scalar::k_lane_step`] (the same multiplies, conversions and adds on the same operands),
+//! and are summed once, at the end of the row: no horizontal sum per super-block.
 
 use std::arch::x86_64::*;
 
-use super::{f16_at, lanes as lanes_ps, load32, load32_i8};
+use super::{f16_at, lanes as lanes_ps, load32, load32_i8, tile_hsum8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar;
@@ -302,34 +301,12 @@ pub(super) fn pack_block<const F: u8>(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// Lane `t`: the sum of `v[t]`'s eight i32 lanes (exact: integers, so in any order). By
-/// unpacks and adds: `vphaddd` takes two cycles a register on Zen 4, where an unpack and an
-/// add take about one between them.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_sum8(v: [__m256i; 8]) -> __m256i {
-    // Per 128-bit lane: [a0 + a2, b0 + b2, a1 + a3, b1 + b3].
-    let pairs = |a: __m256i, b: __m256i| {
-        _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b))
-    };
-    // Per 128-bit lane: [a, b, c, d]'s sums over that lane's half of each.
-    let quads = |ab: __m256i, cd: __m256i| {
-        _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd))
-    };
-    let low = quads(pairs(v[0], v[1]), pairs(v[2], v[3])); // rows 0..4, by half
-    let high = quads(pairs(v[4], v[5]), pairs(v[6], v[7])); // rows 4..8, by half
-    _mm256_add_epi32(
-        _mm256_permute2x128_si256::<0x20>(low, high),
-        _mm256_permute2x128_si256::<0x31>(low, high),
-    )
-}
-
 /// Defines the tile kernel `$name` (format `F`, `T` rows, packed rows) on the target features
 /// `$features`: a row's sums over two registers added by `$pair_step(acc, k, j, y_j, y_j+1)`,
-/// and made whole by `$finish(acc, k)` after the last. One text for both instruction sets, so
+/// chains of them added by `$combine`, and made whole by `$finish(acc, k)` after the last. One text for both instruction sets, so
 /// they cannot drift apart.
 macro_rules! k_tile_kernel {
-    ($name:ident, $features:literal, $pair_step:ident, $finish:ident) => {
+    ($name:ident, $features:literal, $pair_step:ident, $combine:ident, $finish:ident) => {
         #[target_feature(enable = $features)]
         fn $name<const F: u8, const T: usize>(
             w_rows: &[u8],
@@ -341,117 +318,46 @@ macro_rules! k_tile_kernel {
             let nb = x.len() / T;
             let zero = _mm256_setzero_si256();
             let y = |xb: &BlockQ8K, j: usize| load32_i8(&xb.qs[32 * j..]);
-            // A super-block's integer sums (lanes) against activation block `xb`, in four
-            // chains: one chain of eight accumulating `vpdpbusd` waits on its latency.
-            let sums = |k: &Decoded, xb: &BlockQ8K| {
-                let s: [__m256i; 4] = std::array::from_fn(|c| {
-                    $pair_step::<F>(zero, k, 2 * c, y(xb, 2 * c), y(xb, 2 * c + 1))
-                });
-                let s =
-                    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]));
-                $finish::<F>(s, k)
-            };
-            // The activation blocks' scales, eight to a register, made once for every weight
-            // row: one row's per chunk of eight blocks (lane i: block 8c + i), a tile's per
-            // block (lane t: row t). (Eight scalars stored and read back as one register would
-            // wait on the stores at every use.)
-            let chunks = if T == 1 { nb.div_ceil(8) } else { nb };
-            let (mut on_stack, mut on_heap) = ([_mm256_setzero_ps(); 64], Vec::new());
-            let xds: &mut [__m256] = if chunks <= on_stack.len() {
-                &mut on_stack[..chunks]
-            } else {
-                on_heap.resize(chunks, _mm256_setzero_ps());
-                &mut on_heap
-            };
-            for (j, v) in xds.iter_mut().enumerate() {
-                let lanes: [f32; 8] = std::array::from_fn(|l| match T {
-                    1 => x.get(8 * j + l).map_or(0.0, |b| b.d),
-                    _ if l < T => x[l * nb + j].d,
-                    _ => 0.0,
-                });
-                *v = load8(&lanes);
-            }
-            let xds: &[__m256] = xds;
-            let iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
-                if T == 1 {
-                    // One row: eight super-blocks side by side (lane i: block b + i), their
-                    // float steps at once, then added to the row's sum one after the other, in
-                    // the scalar order.
-                    let mut acc = 0f32;
-                    for (c, chunk) in w_row.chunks(8 * bb).enumerate() {
-                        let (mut s, mut runs) = ([zero; 8], [zero; 8]);
-                        let mut heads = zero; // lane i: block i's f16 scales
-                        for (i, block) in chunk.chunks_exact(bb).enumerate() {
-                            let (k, xb) = (decode::<F>(block), &x[8 * c + i]);
-                            s[i] = sums(&k, xb);
-                            runs[i] = run_sums(&k, xb);
-                            let lane = _mm256_cmpeq_epi32(_mm256_set1_epi32(i as i32), iota);
-                            let head = _mm256_set1_epi32(block_head::<F>(block));
-                            heads = _mm256_blendv_epi8(heads, head, lane);
-                        }
-                        let (d, dmin) = scales8(heads);
-                        let steps = k_steps::<F>(d, dmin, xds[c], tile_sum8(s), tile_sum8(runs));
-                        for step in lanes_ps(steps).into_iter().take(chunk.len() / bb) {
-                            acc += step;
-                        }
-                    }
-                    out.put(r, &[acc]);
-                    continue;
-                }
-                let mut acc = _mm256_setzero_ps(); // lane t: row t
+                let mut acc = [_mm256_setzero_ps(); T]; // row t's eight lanes
                 for (b, block) in w_row.chunks_exact(bb).enumerate() {
                     let k = decode::<F>(block);
-                    let (mut s, mut runs) = ([zero; 8], [zero; 8]);
-                    // Two registers at a time, each pair against the tile's rows: the row sums,
-                    // the pair of weights and the scales stay in registers (AVX2 has sixteen).
-                    for j in (0..8).step_by(2) {
-                        for (t, s) in s.iter_mut().enumerate().take(T) {
-                            let xb = &x[t * nb + b];
-                            *s = $pair_step::<F>(*s, &k, j, y(xb, j), y(xb, j + 1));
+                    let mut s = [zero; T];
+                    if T == 1 {
+                        // Four chains of two registers: one chain of eight waits on its latency.
+                        let xb = &x[b];
+                        let c: [__m256i; 4] = std::array::from_fn(|c| {
+                            $pair_step::<F>(zero, &k, 2 * c, y(xb, 2 * c), y(xb, 2 * c + 1))
+                        });
+                        s[0] = $combine::<F>($combine::<F>(c[0], c[1]), $combine::<F>(c[2], c[3]));
+                    } else {
+                        // Two registers at a time, each pair against the tile's rows: the row
+                        // sums, the pair of weights and the scales stay in registers.
+                        for j in (0..8).step_by(2) {
+                            for (t, s) in s.iter_mut().enumerate() {
+                                let xb = &x[t * nb + b];
+                                *s = $pair_step::<F>(*s, &k, j, y(xb, j), y(xb, j + 1));
+                            }
                         }
                     }
-                    for t in 0..T {
-                        runs[t] = run_sums(&k, &x[t * nb + b]);
-                        s[t] = $finish::<F>(s[t], &k);
+                    for (t, acc) in acc.iter_mut().enumerate() {
+                        let xb = &x[t * nb + b];
+                        let sumi = $finish::<F>(s[t], &k);
+                        *acc = lane_step::<F>(*acc, &k, xb.d, sumi, run_sums(&k, xb));
                     }
-                    let steps = k_steps::<F>(
-                        _mm256_set1_ps(k.d),
-                        _mm256_set1_ps(k.dmin),
-                        xds[b],
-                        tile_sum8(s),
-                        tile_sum8(runs),
-                    );
-                    acc = _mm256_add_ps(acc, steps);
                 }
-                out.put(r, &lanes_ps(acc)[..T]);
+                if T == 1 {
+                    out.put(r, &[scalar::hsum8(&lanes_ps(acc[0]))]);
+                    continue;
+                }
+                // The tile's rows summed side by side (padded to eight with zeros, whose sums
+                // are dropped): the additions of each row's own hsum8.
+                let acc8: [__m256; 8] =
+                    std::array::from_fn(|t| acc.get(t).copied().unwrap_or(_mm256_setzero_ps()));
+                out.put(r, &lanes_ps(tile_hsum8(acc8))[..T]);
             }
         }
     };
-}
-
-/// The f16 scales of a packed block as one 32-bit word: `d` in the low half, Q4_K's and
-/// Q5_K's `dmin` in the high one.
-#[inline]
-fn block_head<const F: u8>(b: &[u8]) -> i32 {
-    let at = if F == Q6_K { 208 } else { 0 };
-    let high = if F == Q6_K { [0, 0] } else { [b[2], b[3]] };
-    i32::from_le_bytes([b[at], b[at + 1], high[0], high[1]])
-}
-
-/// Eight blocks' `d` and `dmin` from their [`block_head`]s (lane `i`: block `i`), converted
-/// as [`f16_at`] converts one.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn scales8(heads: __m256i) -> (__m256, __m256) {
-    let low = _mm256_and_si256(heads, _mm256_set1_epi32(0xffff));
-    let high = _mm256_srli_epi32::<16>(heads);
-    // Per 128-bit lane: four d, then four dmin; then d 0..8 in the low lane, dmin in the high.
-    let halves = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
-    (
-        _mm256_cvtph_ps(_mm256_castsi256_si128(halves)),
-        _mm256_cvtph_ps(_mm256_extracti128_si256::<1>(halves)),
-    )
 }
 
 /// A super-block's run sums against activation block `xb` (lanes): each run of 16 activations'
@@ -464,37 +370,30 @@ fn run_sums(k: &Decoded, xb: &BlockQ8K) -> __m256i {
     _mm256_madd_epi16(k.run_weights, bsums)
 }
 
-/// What [`scalar::k_step`] adds to the sum, in eight lanes at once (the same multiplies,
-/// conversions and subtraction on the same operands): `d`, `dmin` the weights' scales, `xd`
-/// the activations', `sumi` and `summ` the exact integer sums.
+/// [`scalar::k_lane_step`] on the eight lanes at once (the same multiplies, conversions,
+/// subtraction and add on the same operands): `xd` the activations' scale, `sumi` and `summ`
+/// the exact lane sums (Q6_K's of values plus 32, taken back out here).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn k_steps<const F: u8>(
-    d: __m256,
-    dmin: __m256,
-    xd: __m256,
+fn lane_step<const F: u8>(
+    acc: __m256,
+    k: &Decoded,
+    xd: f32,
     sumi: __m256i,
     summ: __m256i,
 ) -> __m256 {
-    let dxd = _mm256_mul_ps(d, xd);
+    let dd = _mm256_set1_ps(k.d * xd);
     if F == Q6_K {
         // q - 32: take 32 * scale * (sum of the run's activations) back out.
         let sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32::<5>(summ));
-        return _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi));
+        return _mm256_add_ps(acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)));
     }
-    let mxd = _mm256_mul_ps(dmin, xd);
-    _mm256_sub_ps(
-        _mm256_mul_ps(dxd, _mm256_cvtepi32_ps(sumi)),
-        _mm256_mul_ps(mxd, _mm256_cvtepi32_ps(summ)),
-    )
-}
-
-/// Eight f32 from `v`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load8(v: &[f32; 8]) -> __m256 {
-    // SAFETY: eight f32.
-    unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    let md = _mm256_set1_ps(k.dmin * xd);
+    let step = _mm256_sub_ps(
+        _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
+        _mm256_mul_ps(md, _mm256_cvtepi32_ps(summ)),
+    );
+    _mm256_add_ps(acc, step)
 }
 
 /// Registers `j` and `j + 1`'s byte products against `y0` and `y1` as 16-bit pair sums,
@@ -509,7 +408,9 @@ fn pair_products(k: &Decoded, j: usize, y0: __m256i, y1: __m256i) -> __m256i {
 }
 
 /// `acc` plus registers `j` and `j + 1`'s products, each run's scaled by its scale: AVX2's
-/// pair sums, then one `madd` by the runs' scales (the same in every register).
+/// pair sums, then one `madd` by the runs' scales (the same in every register). Q4_K's pair
+/// sums stay in 16 bits over all eight registers (8 * 2 * 15 * 127 < 2^15) and take one
+/// `madd` in [`finish`].
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn pair_step<const F: u8>(
@@ -519,17 +420,33 @@ fn pair_step<const F: u8>(
     y0: __m256i,
     y1: __m256i,
 ) -> __m256i {
-    _mm256_add_epi32(
-        acc,
-        _mm256_madd_epi16(pair_products(k, j, y0, y1), k.run_scales),
-    )
+    let p = pair_products(k, j, y0, y1);
+    if F == Q4_K {
+        return _mm256_add_epi16(acc, p);
+    }
+    _mm256_add_epi32(acc, _mm256_madd_epi16(p, k.run_scales))
 }
 
-/// [`pair_step`]'s sums are whole.
+/// Two chains of [`pair_step`] added.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn finish<const F: u8>(acc: __m256i, _k: &Decoded) -> __m256i {
-    acc
+fn combine<const F: u8>(a: __m256i, b: __m256i) -> __m256i {
+    if F == Q4_K {
+        _mm256_add_epi16(a, b)
+    } else {
+        _mm256_add_epi32(a, b)
+    }
+}
+
+/// [`pair_step`]'s sums made whole: Q4_K's scaled.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn finish<const F: u8>(acc: __m256i, k: &Decoded) -> __m256i {
+    if F == Q4_K {
+        _mm256_madd_epi16(acc, k.run_scales)
+    } else {
+        acc
+    }
 }
 
 /// [`pair_step`] with VNNI: Q4_K's and Q5_K's byte products summed per sub-block by two
@@ -550,6 +467,13 @@ fn pair_step_vnni<const F: u8>(
     _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, k.q[j], y0), k.q[j + 1], y1)
 }
 
+/// Two chains of [`pair_step_vnni`] added.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn combine_vnni<const F: u8>(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_add_epi32(a, b)
+}
+
 /// [`pair_step_vnni`]'s sums made whole: Q4_K's and Q5_K's sub-block sums times their scales,
 /// one multiply for the super-block.
 #[inline]
@@ -562,11 +486,12 @@ fn finish_vnni<const F: u8>(acc: __m256i, k: &Decoded) -> __m256i {
     }
 }
 
-k_tile_kernel!(rows, "avx2,fma,f16c", pair_step, finish);
+k_tile_kernel!(rows, "avx2,fma,f16c", pair_step, combine, finish);
 k_tile_kernel!(
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
     pair_step_vnni,
+    combine_vnni,
     finish_vnni
 );
 
