@@ -90,25 +90,6 @@ struct Decoded {
     run_weights: __m256i,
 }
 
-/// Q4_K's and Q5_K's eight 6-bit scales and eight 6-bit minimums (`s`: their 12 bytes), one a
-/// byte, as [`scalar::k_scale_min`] reads them (`j`: byte `j`), four at a time in 32-bit words.
-#[inline]
-fn scales_mins(s: &[u8]) -> (u64, u64) {
-    let word = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
-    let (w0, w1, w2) = (word(0), word(1), word(2));
-    let (low6, low4, top2) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
-    // j < 4: the low six bits of bytes j and j + 4; j >= 4: four bits of byte j + 4 and the top
-    // two of byte j - 4 (scales) or j (minimums).
-    let scales_low = w0 & low6;
-    let mins_low = w1 & low6;
-    let scales_high = (w2 & low4) | (((w0 >> 6) & top2) << 4);
-    let mins_high = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
-    (
-        scales_low as u64 | (scales_high as u64) << 32,
-        mins_low as u64 | (mins_high as u64) << 32,
-    )
-}
-
 /// 16 bytes from `b[..16]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -177,7 +158,7 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
             *q = _mm256_or_si256(*q, move_bits(bit, r as i32, 4));
         }
     }
-    let (scales, mins) = scales_mins(&b[4..16]);
+    let (scales, mins) = scalar::k_scales_mins(&b[4..16]);
     let scales = _mm_cvtsi64_si128(scales as i64);
     let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mins as i64));
     Decoded {
