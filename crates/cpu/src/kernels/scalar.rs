@@ -351,3 +351,30 @@ pub fn weighted_sum<E: Widen>(rows: Rows<E>, slots: &[usize], p: &[f32], out: &m
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-at-a-time unpacking of Q4_K/Q5_K's scales and minimums reads what ggml's
+    /// byte-at-a-time one reads, on every value of each of the 12 bytes.
+    #[test]
+    fn scales_and_minimums_unpack_like_ggml() {
+        for seed in 0..4096u32 {
+            let s: [u8; 12] = std::array::from_fn(|i| {
+                let x =
+                    seed.wrapping_mul(2_654_435_761).rotate_left(i as u32 * 5) ^ (i as u32 * 97);
+                (x >> 8) as u8 ^ if seed < 256 { seed as u8 } else { 0 }
+            });
+            let (scales, mins) = k_scales_mins(&s);
+            for j in 0..8 {
+                let (sc, m) = k_scale_min(j, &s);
+                assert_eq!(
+                    ((scales >> (8 * j)) as u8, (mins >> (8 * j)) as u8),
+                    (sc, m),
+                    "{s:?} {j}"
+                );
+            }
+        }
+    }
+}
