@@ -8,7 +8,7 @@
 
 use core::arch::wasm32::*;
 
-use super::{lanes8, load16, load16_i8};
+use super::{lanes8, load16, load16_i8, reduce4};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar::{self, f16_at, hsum8, k_scales_mins};
@@ -104,23 +104,6 @@ fn decode(f: KFormat, b: &[u8]) -> Decoded {
     k
 }
 
-/// `[sum(a), sum(b), sum(c), sum(d)]` of four i32x4.
-#[inline]
-fn sums4(a: v128, b: v128, c: v128, d: v128) -> v128 {
-    let ab = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(a, b),
-        i32x4_shuffle::<2, 6, 3, 7>(a, b),
-    );
-    let cd = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(c, d),
-        i32x4_shuffle::<2, 6, 3, 7>(c, d),
-    );
-    i32x4_add(
-        i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
-        i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
-    )
-}
-
 /// Register `w`'s byte products with `y` as 16-bit pair sums (|w| <= 63, |y| <= 127).
 #[inline]
 fn pairs(w: v128, y: v128) -> v128 {
@@ -146,7 +129,10 @@ fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
         }
     };
     let s: [v128; 8] = std::array::from_fn(sub_block);
-    let sumi = [sums4(s[0], s[1], s[2], s[3]), sums4(s[4], s[5], s[6], s[7])];
+    let sumi = [
+        reduce4(s[0], s[1], s[2], s[3]),
+        reduce4(s[4], s[5], s[6], s[7]),
+    ];
     let dd = f32x4_splat(k.d * x.d);
     if f == KFormat::Q6_K {
         for (a, s) in acc.iter_mut().zip(sumi) {

@@ -90,3 +90,20 @@ fn load8_f16(v: &[half::f16], at: usize) -> (v128, v128) {
         f16x4_to_f32(u32x4_extend_high_u16x8(bits)),
     )
 }
+
+/// `[sum a, sum b, sum c, sum d]` of four i32x4 (exact integers: any order).
+#[inline]
+fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
+    let ab = i32x4_add(
+        i32x4_shuffle::<0, 4, 1, 5>(a, b),
+        i32x4_shuffle::<2, 6, 3, 7>(a, b),
+    );
+    let cd = i32x4_add(
+        i32x4_shuffle::<0, 4, 1, 5>(c, d),
+        i32x4_shuffle::<2, 6, 3, 7>(c, d),
+    );
+    i32x4_add(
+        i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
+        i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
+    )
+}

@@ -4,7 +4,7 @@
 
 use core::arch::wasm32::*;
 
-use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, store4};
+use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, reduce4, store4};
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
@@ -79,23 +79,6 @@ fn decode<const F: u8>(b: &[u8]) -> (v128, v128) {
 fn dot16(w: v128, y: v128) -> v128 {
     let pairs = i16x8_add(i16x8_extmul_low_i8x16(w, y), i16x8_extmul_high_i8x16(w, y));
     i32x4_extadd_pairwise_i16x8(pairs)
-}
-
-/// `[sum a, sum b, sum c, sum d]` of four i32x4 (exact integers: any order).
-#[inline]
-fn reduce4(a: v128, b: v128, c: v128, d: v128) -> v128 {
-    let ab = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(a, b),
-        i32x4_shuffle::<2, 6, 3, 7>(a, b),
-    );
-    let cd = i32x4_add(
-        i32x4_shuffle::<0, 4, 1, 5>(c, d),
-        i32x4_shuffle::<2, 6, 3, 7>(c, d),
-    );
-    i32x4_add(
-        i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
-        i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
-    )
 }
 
 /// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
