@@ -167,6 +167,16 @@ pub fn interleave_q8k(b: &mut BlockQ8K) {
     }
 }
 
+/// The inverse of [`interleave_q8k`].
+pub fn deinterleave_q8k(b: &mut BlockQ8K) {
+    let values = b.qs;
+    for r in 0..8 {
+        for i in 0..32 {
+            b.qs[element_at(r, i)] = values[32 * r + i];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +282,7 @@ mod tests {
             }
         }
         assert_eq!((b.d, b.bsums), (before.d, before.bsums));
+        deinterleave_q8k(&mut b);
+        assert_eq!(b, before);
     }
 }

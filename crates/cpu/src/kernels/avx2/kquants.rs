@@ -46,8 +46,13 @@ pub unsafe fn k_rows(f: KFormat, w: &[u8], row_bytes: usize, x: &[BlockQ8K], out
 unsafe fn by_isa<const F: u8>(w: &[u8], row_bytes: usize, x: &[BlockQ8K], out: Out, vnni: bool) {
     let n = out.tile();
     let fallback = |out: Out| {
-        each_row(w, row_bytes, out, |w, o| {
-            scalar::k_tile(format(F), w, x, o) // unreachable: tiles have 1..=8 rows
+        // Unreachable (tiles have 1..=8 rows): the scalar kernel on the file's order.
+        let mut rows = vec![0u8; w.len()];
+        crate::packed_k::unpack_rows(format(F), w, &mut rows);
+        let mut x = x.to_vec();
+        x.iter_mut().for_each(crate::packed_k::deinterleave_q8k);
+        each_row(&rows, row_bytes, out, |w, o| {
+            scalar::k_tile(format(F), w, &x, o)
         })
     };
     if vnni {
