@@ -185,7 +185,7 @@ fn decode<const F: u8>(b: &[u8]) -> Decoded {
 /// `j` holds elements `32j..32j + 32` (what [`crate::packed_k`] rearranges).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn gguf_values<const F: u8>(b: &[u8]) -> [__m256i; 8] {
+fn gguf_values<const F: u8>(b: &[u8]) -> [__m256i; 8] {
     let zero = _mm256_setzero_si256();
     let mut q = [zero; 8];
     if F == Q6_K {
@@ -229,7 +229,7 @@ pub(super) fn gguf_values<const F: u8>(b: &[u8]) -> [__m256i; 8] {
 /// Packs one file-order super-block `src` into `dst` (see [`crate::packed_k`]).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn pack_block<const F: u8>(src: &[u8], dst: &mut [u8]) {
+fn pack_block<const F: u8>(src: &[u8], dst: &mut [u8]) {
     // Element order as 16-bit pairs [run g][pair p] (16 x 8); register r is column r.
     let mut by_element = [0u16; 128];
     for (j, v) in gguf_values::<F>(src).into_iter().enumerate() {
