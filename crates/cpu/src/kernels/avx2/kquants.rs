@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{f16_at, lanes as lanes_ps, load32, load32_i8, tile_hsum8};
+use super::{f16_at, lanes as lanes_ps, load32, load32_i8, prefetch_ahead, tile_hsum8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar;
@@ -307,6 +307,9 @@ macro_rules! k_tile_kernel {
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
                 let mut acc = [_mm256_setzero_ps(); T]; // row t's eight lanes
                 for (b, block) in w_row.chunks_exact(bb).enumerate() {
+                    if T > 1 {
+                        prefetch_ahead(block.as_ptr(), bb);
+                    }
                     let k = decode::<F>(block);
                     let mut s = [zero; T];
                     if T == 1 {

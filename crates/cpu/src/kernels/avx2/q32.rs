@@ -30,7 +30,7 @@ use super::q32_sums::{
     lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, unsigned_weights,
     unsigned_weights_vnni,
 };
-use super::{lanes, load32, tile_hsum4, tile_hsum8};
+use super::{lanes, load32, prefetch_ahead, tile_hsum4, tile_hsum8};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
@@ -421,6 +421,9 @@ macro_rules! tile_kernel {
                 let mut macc1 = _mm_setzero_ps();
                 for g in 0..groups {
                     let first = g * GROUP * bb;
+                    if T > 1 {
+                        prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
+                    }
                     // (A packed row's last blocks are a packed pair or in the file's order.)
                     let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
                         Some(whole) if P => decode_packed::<F>(whole),
