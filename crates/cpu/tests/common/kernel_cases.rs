@@ -17,6 +17,10 @@ pub fn shapes(format: WeightFormat) -> Vec<(usize, usize)> {
         (3, unit * 3),
         (7, unit * 2),
         (13, 768.max(unit * 3)),
+        // Rows long enough that a tile of several rows walks them in chunks, ending in a pair
+        // of blocks and in three blocks left in the file's order.
+        (3, unit * 58),
+        (5, unit * 59),
     ]
 }
 
