@@ -408,8 +408,8 @@ macro_rules! tile_kernel {
             // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
             let present = row_bytes / bb % GROUP;
             let mut padded = [0u8; GROUP * 34];
-            // Each group's offsets (formats with a minimum), for the pass after the group loop: on
-            // the stack for rows of up to 8,192 elements.
+            // Each group's offsets (formats with a minimum), for the pass after each chunk's group
+            // loop: on the stack for rows of up to 8,192 elements.
             let (mut on_stack, mut on_heap) = ([_mm_setzero_ps(); 64], Vec::new());
             let mws: &mut [__m128] = match (has_min, groups) {
                 (false, _) => &mut [],
@@ -444,10 +444,9 @@ macro_rules! tile_kernel {
                 for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
                     // Offsets' sums: rows 2p and 2p + 1 in the halves of `macc2[p]`, an odd last
                     // row in `macc1`.
-                    let (mut acc, mut macc2, mut macc1) = match paused.get(r) {
-                        Some(&state) if c0 > 0 => state,
-                        _ => zeros,
-                    };
+                    // (A row past its first chunk has its state in `paused`, which then holds
+                    // every row.)
+                    let (mut acc, mut macc2, mut macc1) = if c0 > 0 { paused[r] } else { zeros };
                     for g in c0..c1 {
                         let first = g * GROUP * bb;
                         if T > 1 {
