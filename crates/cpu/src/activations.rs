@@ -11,6 +11,7 @@
 use std::mem::take;
 
 use crate::aligned::Aligned;
+use crate::kernels::scalar::SPAN;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::Isa;
 use crate::kernels::{Kernels, TILE};
@@ -28,14 +29,20 @@ pub struct Q8Rows {
     /// `s` again, arranged for kernels that add several rows' offsets at once (see
     /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
     pub tile_s: Vec<f32>, // [tiles][groups][rows of the tile][Q8_GROUP]
-    /// In [`Q8Layout::Interleaved`], per group: its four blocks' scales twice, one per
-    /// half-block sum lane (`[d0, d1, d2, d3, d0, d1, d2, d3]`), so an AVX2 kernel scales a
-    /// group's eight sums with one multiply; empty in [`Q8Layout::Blocks`].
+    /// In [`Q8Layout::Interleaved`]: the whole spans of eight blocks at the start of each row
+    /// (its real blocks over eight), and the blocks a row takes, padding included.
+    pub spans: usize,
+    pub row_blocks: usize,
+    /// In [`Q8Layout::Interleaved`], per group: for the two groups of a span, its eight blocks'
+    /// scales (`[d0, .., d7]`), one per whole-block sum lane; for a group after the spans, its
+    /// four blocks' scales twice, one per half-block sum lane (`[d0, d1, d2, d3, d0, d1, d2,
+    /// d3]`); so an AVX2 kernel scales eight sums with one multiply. Empty in
+    /// [`Q8Layout::Blocks`].
     pub d8: Vec<[f32; 8]>, // [groups]
-    /// In [`Q8Layout::Interleaved`], per group: the sum of the 16 values of each half-block sum
-    /// lane `l` (block `l % 4`, half `l / 4`), which a format whose weights are stored with an
-    /// offset (Q4_0: `q - 8`, Q5_0: `q - 16`) subtracts `offset` times from the unsigned
-    /// products; empty in [`Q8Layout::Blocks`].
+    /// In [`Q8Layout::Interleaved`], per group: the sum of the values of each lane of `d8`'s
+    /// (a span's block `l`; a later group's half-block `l`: block `l % 4`, half `l / 4`), which
+    /// a format whose weights are stored with an offset (Q4_0: `q - 8`, Q5_0: `q - 16`)
+    /// subtracts `offset` times from the unsigned products; empty in [`Q8Layout::Blocks`].
     pub ysum: Vec<[i32; 8]>, // [groups]
     /// `qs`, `d8` and `ysum` again, arranged like `tile_s` and on whole cache lines (see
     /// [`Q8Rows::arrange_tile_values`]); empty unless asked for.
@@ -50,12 +57,16 @@ pub enum Q8Layout {
     /// Block after block, each in element order.
     #[default]
     Blocks,
-    /// For the x86 kernels: the 16 elements each of the eight half-block sums adds up lie in the
-    /// same four-byte lane of the group's four 32-byte quarters (lane `l` of the group's two
-    /// 64-byte halves at `l` and `l + 8`, see [`interleaved_position`]), so the byte products of
-    /// the four quarters (AVX2's `maddubs` and `madd`, or VNNI's `vpdpbusd`) leave the sums in
-    /// the scalar kernel's order with no horizontal fold: the permutation is paid once per input
-    /// row, and the weights' decoding (shared by a tile) permutes them the same way.
+    /// For the x86 kernels: a row's whole spans of eight blocks ([`Q8Rows::spans`]) hold in
+    /// their eight 32-byte registers, at lane `o`, one quad each of block `o` (register `q`:
+    /// elements `4q..4q + 4`, see [`span_position`]), so the byte products of the eight
+    /// registers (AVX2's `maddubs` and `madd`, or VNNI's `vpdpbusd`) leave the scalar kernel's
+    /// whole-block sums in its lanes with no horizontal fold. The groups of four after them
+    /// hold the 16 elements of each of eight half-block sums in the same four-byte lane of the
+    /// group's four registers (lane `l` of the group's two 64-byte halves at `l` and `l + 8`,
+    /// see [`interleaved_position`]), which the kernels add to whole blocks. The permutation is
+    /// paid once per input row, and the weights' decoding (shared by a tile) permutes them the
+    /// same way.
     Interleaved,
 }
 
@@ -69,6 +80,12 @@ pub const fn interleaved_position(k: usize, e: usize) -> usize {
     64 * (q / 2) + 4 * (o + 8 * (q % 2)) + e % 4
 }
 
+/// The byte of a span's 256 that holds element `e` (0..32) of its block `o` (0..8) in
+/// [`Q8Layout::Interleaved`]: lane `o` of register `e / 4`.
+pub const fn span_position(o: usize, e: usize) -> usize {
+    32 * (e / 4) + 4 * o + e % 4
+}
+
 impl Q8Rows {
     /// Empties every array, keeping its allocation for the next input.
     pub fn clear(&mut self) {
@@ -76,6 +93,7 @@ impl Q8Rows {
         self.d.clear();
         self.s.clear();
         self.layout = Q8Layout::default();
+        (self.spans, self.row_blocks) = (0, 0);
         self.tile_s.clear();
         self.d8.clear();
         self.ysum.clear();
@@ -106,6 +124,8 @@ impl Q8Rows {
             d: &self.d,
             s: &self.s,
             layout: self.layout,
+            spans: self.spans,
+            row_blocks: self.row_blocks,
             tile_s: &self.tile_s,
             d8: &self.d8,
             ysum: &self.ysum,
@@ -177,6 +197,9 @@ pub struct Q8Slice<'a> {
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub layout: Q8Layout,
+    /// See [`Q8Rows::spans`] and [`Q8Rows::row_blocks`].
+    pub spans: usize,
+    pub row_blocks: usize,
     /// A tile's part of [`Q8Rows::tile_s`] (empty when not arranged).
     pub tile_s: &'a [f32], // [groups][rows][Q8_GROUP]
     /// See [`Q8Rows::d8`] and [`Q8Rows::ysum`] (empty unless interleaved).
@@ -217,6 +240,8 @@ impl<'a> Q8Slice<'a> {
             d: &self.d[range.clone()],
             s: &self.s[range.clone()],
             layout: self.layout,
+            spans: self.spans,
+            row_blocks: self.row_blocks,
             tile_s: part(self.tile_s, range.clone()),
             d8: part(self.d8, groups.clone()),
             ysum: part(self.ysum, groups.clone()),
@@ -241,6 +266,8 @@ impl<'a> Q8Slice<'a> {
             d: self.d.to_vec(),
             s: self.s.to_vec(),
             layout: self.layout,
+            spans: self.spans,
+            row_blocks: self.row_blocks,
             d8: self.d8.to_vec(),
             ysum: self.ysum.to_vec(),
             ..Q8Rows::default()
@@ -254,6 +281,11 @@ impl<'a> Q8Slice<'a> {
     pub fn block_values(&self, b: usize) -> [i8; 32] {
         match self.layout {
             Q8Layout::Blocks => self.qs[b],
+            Q8Layout::Interleaved if b % self.row_blocks.max(1) < SPAN * self.spans => {
+                let o = b % self.row_blocks % SPAN; // the block's lane in its span
+                let span = self.qs[b - o..b - o + SPAN].as_flattened();
+                std::array::from_fn(|e| span[span_position(o, e)])
+            }
             Q8Layout::Interleaved => {
                 let first = b - b % Q8_GROUP;
                 let group = self.qs[first..first + Q8_GROUP].as_flattened();
@@ -340,29 +372,51 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
         Isa::Avx2 | Isa::Avx512 => unsafe { crate::kernels::avx2_quantize_q8(x, out) },
         _ => quantize_q8_portable(x, out),
     }
-    let first = out.qs.len() - q8_blocks_per_row(x.len());
+    let row_blocks = q8_blocks_per_row(x.len());
+    let first = out.qs.len() - row_blocks;
     out.layout = kernels.q8_layout();
     if out.layout == Q8Layout::Interleaved {
+        (out.spans, out.row_blocks) = (x.len() / 32 / SPAN, row_blocks);
         group_sums(
             &out.qs[first..],
             &out.d[first..],
+            out.spans,
             &mut out.d8,
             &mut out.ysum,
         );
     }
-    kernels.arrange_q8(&mut out.qs[first..]);
+    kernels.arrange_q8(&mut out.qs[first..], out.spans);
 }
 
-/// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of whole groups of blocks in element order.
-fn group_sums(qs: &[[i8; 32]], d: &[f32], d8: &mut Vec<[f32; 8]>, ysum: &mut Vec<[i32; 8]>) {
-    for (blocks, d) in qs.chunks_exact(Q8_GROUP).zip(d.chunks_exact(Q8_GROUP)) {
+/// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of a row's blocks in element order, whole groups, the
+/// first `spans` pairs of them spans.
+fn group_sums(
+    qs: &[[i8; 32]],
+    d: &[f32],
+    spans: usize,
+    d8: &mut Vec<[f32; 8]>,
+    ysum: &mut Vec<[i32; 8]>,
+) {
+    let sum = |v: &[i8]| v.iter().map(|&v| v as i32).sum::<i32>();
+    let (span_qs, group_qs) = qs.split_at(SPAN * spans);
+    let (span_d, group_d) = d.split_at(SPAN * spans);
+    for (blocks, d) in span_qs.chunks_exact(SPAN).zip(span_d.chunks_exact(SPAN)) {
+        // The same for both groups of the span (kernels read the first).
+        let (dd, ys) = (
+            std::array::from_fn(|l| d[l]),
+            std::array::from_fn(|l| sum(&blocks[l])),
+        );
+        d8.extend([dd, dd]);
+        ysum.extend([ys, ys]);
+    }
+    for (blocks, d) in group_qs
+        .chunks_exact(Q8_GROUP)
+        .zip(group_d.chunks_exact(Q8_GROUP))
+    {
         d8.push(std::array::from_fn(|l| d[l % Q8_GROUP]));
         ysum.push(std::array::from_fn(|l| {
             let half = l / Q8_GROUP * 16;
-            blocks[l % Q8_GROUP][half..half + 16]
-                .iter()
-                .map(|&v| v as i32)
-                .sum()
+            sum(&blocks[l % Q8_GROUP][half..half + 16])
         }));
     }
 }

@@ -3,9 +3,27 @@
 //! decoding a group of four blocks takes loads, shifts and masks instead of the transposes and
 //! gathers of the GGUF order (about half of what a one-row product cost).
 //!
-//! A row's whole groups of [`GROUP`] blocks are packed, and two blocks left after them (a row
-//! of 576 elements has 18 blocks) are packed as a pair; one or three left stay as they are in
-//! the file. A packed group of format `F` is, in order:
+//! A row's whole spans of [`SPAN`] blocks are packed first (see below), then a whole group of
+//! [`GROUP`] blocks left after them, and two blocks left after that (a row of 576 elements has
+//! 18 blocks: two spans and a pair) are packed as a pair; one or three left stay as they are in
+//! the file. A packed span of format `F` is, in order:
+//!
+//! - the eight blocks' f16 scales `d` (16 bytes), then for Q4_1 and Q5_1 their offsets `m`
+//!   (16 bytes);
+//! - for Q5_0 and Q5_1, the fifth bits (32 bytes): byte `j`'s bit `q` is the fifth bit of byte
+//!   `j` of register `q`;
+//! - the values: for the 4- and 5-bit formats 128 bytes of nibbles, bytes `32s..32s + 32`
+//!   holding register `s` in their low nibbles and register `s + 4` in their high ones; for Q8_0
+//!   the eight registers' 256 bytes.
+//!
+//! Register `q` (0..8) of a span is what the activations' spans hold
+//! ([`crate::activations::span_position`]): its byte `i` is element `4q + i % 4` of block
+//! `i / 4`, so register `s` and `s + 4` of a 4-bit format are the low and high nibbles of the
+//! eight blocks' `s`-th four bytes, side by side. The sizes match the file's: a span of Q4_0
+//! takes 16 + 128 = 8 x 18 bytes, Q4_1 32 + 128 = 8 x 20, Q5_0 16 + 32 + 128 = 8 x 22, Q5_1
+//! 32 + 32 + 128 = 8 x 24, Q8_0 16 + 256 = 8 x 34.
+//!
+//! A packed group of format `F` is, in order:
 //!
 //! - the four blocks' f16 scales `d` (8 bytes), then for Q4_1 and Q5_1 their offsets `m`
 //!   (8 bytes);
@@ -32,7 +50,7 @@
 //! Q8_0 register `q`'s 16 bytes at `16q`.
 
 use crate::formats::Q32Format;
-use crate::kernels::scalar::GROUP;
+use crate::kernels::scalar::{GROUP, SPAN};
 
 /// The byte order of a weight matrix's rows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +66,87 @@ pub enum Layout {
 pub const fn element_at(q: usize, i: usize) -> (usize, usize) {
     let o = i / 4;
     (o % 4, 16 * (o / 4) + 4 * q + i % 4)
+}
+
+/// Block `o` (0..8) and element `e` (0..32) of byte `i` (0..32) of a span's register `q` (0..8).
+pub const fn span_element_at(q: usize, i: usize) -> (usize, usize) {
+    (i / 4, 4 * q + i % 4)
+}
+
+/// Where a packed span's parts start: `(qh, values)` (`qh` only for the 5-bit formats).
+pub const fn span_offsets(f: Q32Format) -> (usize, usize) {
+    let scales = if f.has_min() { 32 } else { 16 };
+    match f {
+        Q32Format::Q5_0 | Q32Format::Q5_1 => (scales, scales + 32),
+        _ => (scales, scales),
+    }
+}
+
+/// Packs one span of eight GGUF blocks (`src`) into `dst` (both `8 * block_bytes`).
+pub fn pack_span(f: Q32Format, src: &[u8], dst: &mut [u8]) {
+    let bb = f.block_bytes();
+    let block = |o: usize| &src[o * bb..(o + 1) * bb];
+    for o in 0..SPAN {
+        dst[2 * o..2 * o + 2].copy_from_slice(&block(o)[..2]);
+        if f.has_min() {
+            dst[16 + 2 * o..16 + 2 * o + 2].copy_from_slice(&block(o)[2..4]);
+        }
+    }
+    let (qh, values) = span_offsets(f);
+    let value = |q: usize, i: usize| {
+        let (o, e) = span_element_at(q, i);
+        gguf_value(f, block(o), e)
+    };
+    if f == Q32Format::Q8_0 {
+        for q in 0..SPAN {
+            for i in 0..32 {
+                dst[values + 32 * q + i] = value(q, i);
+            }
+        }
+        return;
+    }
+    for s in 0..4 {
+        for i in 0..32 {
+            dst[values + 32 * s + i] = (value(s, i) & 0xf) | (value(s + 4, i) & 0xf) << 4;
+        }
+    }
+    if qh != values {
+        for i in 0..32 {
+            dst[qh + i] = (0..SPAN).map(|q| ((value(q, i) >> 4) & 1) << q).sum();
+        }
+    }
+}
+
+/// The inverse of [`pack_span`].
+pub fn unpack_span(f: Q32Format, src: &[u8], dst: &mut [u8]) {
+    let bb = f.block_bytes();
+    let (qh, values) = span_offsets(f);
+    dst.fill(0);
+    for o in 0..SPAN {
+        let block = &mut dst[o * bb..(o + 1) * bb];
+        block[..2].copy_from_slice(&src[2 * o..2 * o + 2]);
+        if f.has_min() {
+            block[2..4].copy_from_slice(&src[16 + 2 * o..16 + 2 * o + 2]);
+        }
+    }
+    for q in 0..SPAN {
+        for i in 0..32 {
+            let (o, e) = span_element_at(q, i);
+            let v = if f == Q32Format::Q8_0 {
+                src[values + 32 * q + i]
+            } else {
+                let byte = src[values + 32 * (q % 4) + i];
+                let nibble = if q < 4 { byte & 0xf } else { byte >> 4 };
+                let fifth = if qh != values {
+                    (src[qh + i] >> q) & 1
+                } else {
+                    0
+                };
+                nibble | fifth << 4
+            };
+            put_value(f, &mut dst[o * bb..(o + 1) * bb], e, v);
+        }
+    }
 }
 
 /// Where a packed group's parts start: `(qh, values)` (`qh` only for the 5-bit formats).
@@ -268,38 +367,60 @@ fn put_value(f: Q32Format, b: &mut [u8], e: usize, v: u8) {
     }
 }
 
-/// Rows of `row_bytes` packed: each row's whole groups through [`pack_group`], its last blocks
-/// as they are.
+/// Rows of `row_bytes` packed: each row's whole spans through [`pack_span`], a whole group
+/// after them through [`pack_group`], its last blocks as [`tail`] packs them.
 pub fn pack_rows(f: Q32Format, rows: &[u8], row_bytes: usize, packed: &mut [u8]) {
-    each_group(f, rows, row_bytes, packed, pack_group, pack_pair);
+    each_unit(
+        f,
+        rows,
+        row_bytes,
+        packed,
+        [pack_span, pack_group, pack_pair],
+    );
 }
 
 /// The inverse of [`pack_rows`].
 pub fn unpack_rows(f: Q32Format, packed: &[u8], row_bytes: usize, rows: &mut [u8]) {
-    each_group(f, packed, row_bytes, rows, unpack_group, unpack_pair);
+    each_unit(
+        f,
+        packed,
+        row_bytes,
+        rows,
+        [unpack_span, unpack_group, unpack_pair],
+    );
 }
 
-/// `group` over each row's whole groups, `pair` over two blocks left after them; other blocks
-/// copied.
-fn each_group(
+/// A row's bytes in its whole spans, then in a whole group after them (0 or a group's).
+pub fn spans_and_group(f: Q32Format, row_bytes: usize) -> (usize, usize) {
+    let (sb, gb) = (SPAN * f.block_bytes(), GROUP * f.block_bytes());
+    let spans = row_bytes / sb * sb;
+    (spans, (row_bytes - spans) / gb * gb)
+}
+
+/// `[span, group, pair]` over each row's whole spans, a whole group after them and two blocks
+/// left after that; other blocks copied.
+fn each_unit(
     f: Q32Format,
     src: &[u8],
     row_bytes: usize,
     dst: &mut [u8],
-    group: fn(Q32Format, &[u8], &mut [u8]),
-    pair: fn(Q32Format, &[u8], &mut [u8]),
+    [span, group, pair]: [fn(Q32Format, &[u8], &mut [u8]); 3],
 ) {
-    let gb = GROUP * f.block_bytes();
-    let whole = row_bytes / gb * gb;
+    let (spans, group_bytes) = spans_and_group(f, row_bytes);
+    let sb = SPAN * f.block_bytes();
     for (s, d) in src
         .chunks_exact(row_bytes)
         .zip(dst.chunks_exact_mut(row_bytes))
     {
-        for (sg, dg) in s[..whole]
-            .chunks_exact(gb)
-            .zip(d[..whole].chunks_exact_mut(gb))
+        for (ss, ds) in s[..spans]
+            .chunks_exact(sb)
+            .zip(d[..spans].chunks_exact_mut(sb))
         {
-            group(f, sg, dg);
+            span(f, ss, ds);
+        }
+        let whole = spans + group_bytes;
+        if group_bytes > 0 {
+            group(f, &s[spans..whole], &mut d[spans..whole]);
         }
         tail(f, &s[whole..], &mut d[whole..], pair);
     }
@@ -317,6 +438,20 @@ pub fn tail(f: Q32Format, src: &[u8], dst: &mut [u8], pair: fn(Q32Format, &[u8],
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_byte_of_a_span_register_is_one_element() {
+        let mut seen = [[false; 32]; SPAN];
+        for q in 0..SPAN {
+            for i in 0..32 {
+                let (o, e) = span_element_at(q, i);
+                assert!(!seen[o][e], "block {o} element {e} twice");
+                seen[o][e] = true;
+                // The same byte as the activations' spans.
+                assert_eq!(crate::activations::span_position(o, e), 32 * q + i);
+            }
+        }
+    }
 
     #[test]
     fn every_byte_of_a_register_is_one_element() {
@@ -343,7 +478,7 @@ mod tests {
         use crate::kernels::{Isa, Kernels};
         for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
             for f in FORMATS {
-                let row_bytes = 11 * f.block_bytes();
+                let row_bytes = 14 * f.block_bytes(); // a span, a group, a pair
                 let rows = bytes(5 * row_bytes);
                 let Some(packed) = k.pack(WeightFormat::Q32(f), &rows, row_bytes) else {
                     continue;
@@ -373,7 +508,7 @@ mod tests {
     #[test]
     fn packing_keeps_every_byte_and_unpacks_back() {
         for f in FORMATS {
-            for blocks in [1, 2, 4, 6, 7, 18] {
+            for blocks in [1, 2, 4, 6, 7, 8, 9, 12, 13, 14, 15, 18, 28] {
                 let row_bytes = blocks * f.block_bytes();
                 let rows = bytes(3 * row_bytes);
                 let mut packed = vec![0u8; rows.len()];

@@ -166,15 +166,15 @@ impl Kernels {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
-    /// Rearranges whole groups of activation blocks from [`Q8Layout::Blocks`] to
-    /// [`Kernels::q8_layout`].
-    pub fn arrange_q8(self, blocks: &mut [[i8; 32]]) {
+    /// Rearranges a row's activation blocks (whole groups, the first `spans` pairs of them
+    /// spans) from [`Q8Layout::Blocks`] to [`Kernels::q8_layout`].
+    pub fn arrange_q8(self, blocks: &mut [[i8; 32]], spans: usize) {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::interleave_blocks(blocks) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::interleave_blocks(blocks, spans) },
             _ => {
-                let _ = blocks; // in element order already
+                let _ = (blocks, spans); // in element order already
             }
         }
     }

@@ -6,12 +6,13 @@
 //!
 //! - float formats: eight f32 lanes, lane `l` summing elements `i ≡ l (mod 8)` in order (a
 //!   product rounded, then added), then [`hsum8`];
-//! - 32-element blocks, in groups of [`GROUP`] = 4 blocks (the last group padded with empty
-//!   blocks, whose products and scales are zero): per group, eight exact integer sums, lane `k` (`k < 4`) over the first 16
-//!   products of block `k` and lane `4 + k` over its last 16; lane `l` adds
-//!   `(d_w * d_x)[block l % 4] * sum_l` group after group; then [`hsum8`], plus, for formats
-//!   with an offset, four lanes adding `m_w * s_x` of block `k` group after group, then
-//!   [`hsum4`];
+//! - 32-element blocks, in spans of [`SPAN`] = 8 blocks (the last span padded with empty
+//!   blocks, whose products and scales are zero): per span, one exact integer sum per block
+//!   (its 32 products), and lane `l` adds `(d_w * d_x)[block l] * sum_l` span after span; then
+//!   [`hsum8`], plus, for formats with an offset, four lanes adding `m_w * s_x` of block `k` of
+//!   each group of [`GROUP`] = 4, group after group, then [`hsum4`]. (One float step per eight
+//!   blocks and row: an eight-row verification tile is bound by its float multiplies and its
+//!   activations' loads together, and sums of half blocks took twice the steps.)
 //! - K-quant super-blocks: per super-block, exact integer sums `sumi` (scaled products) and
 //!   `summ` (scaled minimums); one f32 accumulator adds `d*d_x * sumi - dmin*d_x * summ`
 //!   super-block after super-block.
@@ -116,13 +117,12 @@ pub fn decode_q32(f: Q32Format, b: &[u8]) -> (f32, f32, [i8; 32]) {
 /// Blocks per group of a 32-element-block product (activation rows are padded to it).
 pub const GROUP: usize = crate::activations::Q8_GROUP;
 
-/// `sum(w[i] * x[i])` over `i` in `range` (exact in i32).
-fn int_dot(w: &[i8; 32], x: &[i8; 32], range: std::ops::Range<usize>) -> i32 {
-    w[range.clone()]
-        .iter()
-        .zip(&x[range])
-        .map(|(&a, &b)| a as i32 * b as i32)
-        .sum()
+/// Blocks per span: the blocks whose whole sums share one register of eight lanes.
+pub const SPAN: usize = 2 * GROUP;
+
+/// `sum(w[i] * x[i])` (exact in i32).
+fn int_dot(w: &[i8; 32], x: &[i8; 32]) -> i32 {
+    w.iter().zip(x).map(|(&a, &b)| a as i32 * b as i32).sum()
 }
 
 /// `x` holds [`crate::activations::q8_blocks_per_row`] blocks per row.
@@ -132,29 +132,26 @@ pub fn q32_tile(f: Q32Format, w_row: &[u8], x: Q8Slice, out: &mut [f32]) {
     let stride = x.len() / out.len();
     let mut acc = [[0f32; 8]; TILE];
     let mut macc = [[0f32; 4]; TILE];
-    for g in 0..nb.div_ceil(GROUP) {
-        // The group's blocks, decoded once for every row of the tile; `None` pads.
-        let blocks: [Option<(f32, f32, [i8; 32])>; GROUP] = std::array::from_fn(|k| {
-            let b = g * GROUP + k;
+    for span in 0..nb.div_ceil(SPAN) {
+        // The span's blocks, decoded once for every row of the tile; `None` pads.
+        let blocks: [Option<(f32, f32, [i8; 32])>; SPAN] = std::array::from_fn(|l| {
+            let b = span * SPAN + l;
             (b < nb).then(|| decode_q32(f, &w_row[b * bb..(b + 1) * bb]))
         });
         for t in 0..out.len() {
-            let (mut sums, mut dd, mut mm) = ([0i32; 8], [0f32; 4], [0f32; 4]);
-            for (k, block) in blocks.iter().enumerate() {
+            let (mut sums, mut dd) = ([0i32; SPAN], [0f32; SPAN]);
+            for (l, block) in blocks.iter().enumerate() {
                 if let Some((d, m, q)) = block {
-                    let i = t * stride + g * GROUP + k;
-                    let y = x.block_values(i);
-                    sums[k] = int_dot(q, &y, 0..16);
-                    sums[4 + k] = int_dot(q, &y, 16..32);
-                    dd[k] = d * x.d[i];
-                    mm[k] = m * x.s[i];
+                    let i = t * stride + span * SPAN + l;
+                    sums[l] = int_dot(q, &x.block_values(i));
+                    dd[l] = d * x.d[i];
+                    // (An empty block adds nothing here where SIMD kernels add +0.0: the same
+                    // sum, which starts at +0.0 and so never becomes -0.0.)
+                    macc[t][l % GROUP] += m * x.s[i];
                 }
             }
             for (l, a) in acc[t].iter_mut().enumerate() {
-                *a += dd[l % 4] * sums[l] as f32;
-            }
-            for (a, m) in macc[t].iter_mut().zip(mm) {
-                *a += m;
+                *a += dd[l] * sums[l] as f32;
             }
         }
     }

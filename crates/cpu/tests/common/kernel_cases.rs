@@ -21,6 +21,14 @@ pub fn shapes(format: WeightFormat) -> Vec<(usize, usize)> {
         // of blocks and in three blocks left in the file's order.
         (3, unit * 58),
         (5, unit * 59),
+        // A span of eight blocks and every count of blocks after it that a group and its
+        // half-block sums serve: one, a group and one, a group and a pair, a group and three;
+        // and rows chunked whose last chunk ends in a group and one.
+        (4, unit * 9),
+        (5, unit * 13),
+        (3, unit * 14),
+        (2, unit * 15),
+        (2, unit * 61),
     ]
 }
 

@@ -12,6 +12,7 @@ mod float;
 mod kquants;
 mod pack;
 pub(crate) mod q32;
+mod q32_span;
 mod q32_sums;
 pub(crate) mod quantize;
 

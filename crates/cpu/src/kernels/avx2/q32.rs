@@ -26,15 +26,16 @@
 
 use std::arch::x86_64::*;
 
+use super::q32_span::{decode_packed_span, decode_span, group_pair_step, scales8, transpose8};
 use super::q32_sums::{
-    lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, unsigned_weights,
-    unsigned_weights_vnni,
+    lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, span_sums, span_sums_vnni,
+    unsigned_weights, unsigned_weights_vnni,
 };
 use super::{lanes, load32, prefetch_ahead, tile_hsum4, tile_hsum8};
 use crate::activations::{Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
+use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP, SPAN};
 use crate::kernels::{each_row, Out};
 use crate::packed::{self, Layout};
 
@@ -131,7 +132,7 @@ fn load16(b: &[u8]) -> __m128i {
 /// then high nibbles (16..32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn nibbles(qs: &[u8]) -> __m256i {
+pub(super) fn nibbles(qs: &[u8]) -> __m256i {
     let low = load16(qs);
     let both = _mm256_set_m128i(_mm_srli_epi16(low, 4), low);
     _mm256_and_si256(both, _mm256_set1_epi8(0x0f))
@@ -159,7 +160,7 @@ fn bytes_from_bits(bits: u32) -> __m256i {
 /// element order.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn five_bits<const F: u8>(b: &[u8]) -> __m256i {
+pub(super) fn five_bits<const F: u8>(b: &[u8]) -> __m256i {
     let (qh, qs) = if F == Q5_0 { (2, 6) } else { (4, 8) };
     let bits = u32::from_le_bytes([b[qh], b[qh + 1], b[qh + 2], b[qh + 3]]);
     let high = _mm256_and_si256(bytes_from_bits(bits), _mm256_set1_epi8(0x10));
@@ -184,13 +185,25 @@ pub(crate) fn interleave(b: [__m256i; GROUP]) -> [__m256i; GROUP] {
     ]
 }
 
-/// Rearranges whole groups of activation blocks from element order to [`Q8Layout::Interleaved`].
+/// Rearranges a row's activation blocks (whole groups, the first `spans` pairs of them spans)
+/// from element order to [`Q8Layout::Interleaved`].
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]]) {
-    for group in blocks.chunks_exact_mut(GROUP) {
+pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]], spans: usize) {
+    let (spans, groups) = blocks.split_at_mut(SPAN * spans);
+    for span in spans.chunks_exact_mut(SPAN) {
+        let p = span.as_mut_ptr() as *mut __m256i;
+        // SAFETY: a span is eight blocks of 32 bytes: unaligned loads and stores.
+        unsafe {
+            let r = transpose8(std::array::from_fn(|o| _mm256_loadu_si256(p.add(o))));
+            for (q, v) in r.into_iter().enumerate() {
+                _mm256_storeu_si256(p.add(q), v);
+            }
+        }
+    }
+    for group in groups.chunks_exact_mut(GROUP) {
         let p = group.as_mut_ptr() as *mut __m256i;
         // SAFETY: a group is four blocks of 32 bytes: unaligned loads and stores.
         unsafe {
@@ -362,13 +375,49 @@ fn decode_pair<const F: u8>(pair: &[u8]) -> ([__m256i; GROUP], __m128, __m128) {
     (r, dw, mw)
 }
 
+/// Group `g` of a row (`present`: the blocks of its last group when fewer than four, `padded`
+/// their zeroed scratch): its weights in the interleaved layout, scales and offsets, as
+/// [`decode_packed`] or [`decode_group`] and [`scales4`] give them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn decode_at<const F: u8, const P: bool, const T: usize>(
+    w_row: &[u8],
+    g: usize,
+    present: usize,
+    padded: &mut [u8; GROUP * 34],
+) -> ([__m256i; GROUP], __m128, __m128) {
+    let bb = block_bytes(F);
+    let first = g * GROUP * bb;
+    if T > 1 {
+        prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
+    }
+    // (A packed row's last blocks are a packed pair or in the file's order.)
+    match w_row.get(first..first + GROUP * bb) {
+        Some(whole) if P => decode_packed::<F>(whole),
+        Some(whole) => {
+            let (dw, mw) = scales4::<F>(whole);
+            (decode_group::<F>(whole), dw, mw)
+        }
+        None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
+        None => {
+            // Block by block: copies of a size known at compile time, no call.
+            for k in 0..present {
+                let at = first + k * bb;
+                padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
+            }
+            let (dw, mw) = scales4::<F>(&padded[..]);
+            (decode_group::<F>(&padded[..]), dw, mw)
+        }
+    }
+}
+
 /// Defines the tile kernel `$name` (format `F`, layout `P`, `T` rows) on the target features
 /// `$features`, its integer lane sums by `$lane_sums` of the weights' unsigned operand
 /// `$unsigned`, less the activations' lane sums shifted by `$offset_shift`: AVX2's byte
 /// products, or AVX-512 VNNI's `vpdpbusd` (the same exact sums in one instruction a register
 /// where AVX2 takes two). The rest of the kernel is one text, so the two cannot drift apart.
 macro_rules! tile_kernel {
-    ($name:ident, $features:literal, $lane_sums:ident, $unsigned:ident, $offset_shift:ident) => {
+    ($name:ident, $features:literal, $span_sums:ident, $lane_sums:ident, $unsigned:ident, $offset_shift:ident) => {
         #[target_feature(enable = $features)]
         fn $name<const F: u8, const P: bool, const T: usize>(
             w_rows: &[u8],
@@ -376,6 +425,85 @@ macro_rules! tile_kernel {
             x: Q8Slice,
             mut out: Out,
         ) {
+            /// The one or two groups after a row's spans, from group `g` (in a chunk that ends
+            /// at `c1`, an even group or the row's end): their half-block sums added into the
+            /// span lanes of `acc` (returned), group g's in lanes 0..4; their offsets into `mws`. Apart
+            /// from the span loop, whose registers its code, inlined, spilled (Q8_0's tiles
+            /// took a fifth longer).
+            ///
+            /// # Safety
+            /// `qs`, `d8` and `ysum` (as the kernel takes them) hold `T` rows of every group
+            /// through `c1`.
+            #[inline(never)]
+            #[target_feature(enable = $features)]
+            unsafe fn groups_after_spans<const F: u8, const P: bool, const T: usize>(
+                w_row: &[u8],
+                g: usize,
+                c1: usize,
+                present: usize,
+                padded: &mut [u8; GROUP * 34],
+                (qs, d8, ysum): (*const __m256i, *const __m256, *const __m256i),
+                mws: &mut [__m128],
+                mut acc: [__m256; T],
+            ) -> [__m256; T] {
+                let (wa, dwa, mwa) = decode_at::<F, P, T>(w_row, g, present, padded);
+                let with_b = g + 1 < c1;
+                let (wb, dwb, mwb) = if with_b {
+                    decode_at::<F, P, T>(w_row, g + 1, present, padded)
+                } else {
+                    (
+                        [_mm256_setzero_si256(); GROUP],
+                        _mm_setzero_ps(),
+                        _mm_setzero_ps(),
+                    )
+                };
+                let (ua, ub) = ($unsigned::<F, GROUP>(&wa), $unsigned::<F, GROUP>(&wb));
+                if format(F).has_min() {
+                    mws[g] = mwa;
+                    if with_b {
+                        mws[g + 1] = mwb;
+                    }
+                }
+                let dw8 = _mm256_set_m128(dwb, dwa);
+                // (A macro, not a closure: a closure would not inline these kernels.)
+                macro_rules! group_sums {
+                    ($w:expr, $u:expr, $gr:expr, $t:expr) => {{
+                        let at = ($gr * T + $t) * GROUP;
+                        // SAFETY: row t of a group through c1 (the caller's promise); unaligned.
+                        let y = |c: usize| unsafe { _mm256_loadu_si256(qs.add(at + c)) };
+                        let sums = $lane_sums::<F>($w, $u, [y(0), y(1), y(2), y(3)]);
+                        match $offset_shift(F) {
+                            0 => sums,
+                            shift => {
+                                // SAFETY: as above (formats with an offset have every group's).
+                                let ys = unsafe { _mm256_loadu_si256(ysum.add($gr * T + $t)) };
+                                let off = _mm256_sll_epi32(ys, _mm_cvtsi32_si128(shift));
+                                _mm256_sub_epi32(sums, off)
+                            }
+                        }
+                    }};
+                }
+                // SAFETY: as above.
+                let d8_at = |gr: usize, t: usize| unsafe {
+                    _mm256_loadu_ps(d8.add(gr * T + t) as *const f32)
+                };
+                // (Two loops: one with a branch inside kept neither in registers.)
+                if with_b {
+                    for (t, acc) in acc.iter_mut().enumerate() {
+                        let (a, da) = (group_sums!(&wa, &ua, g, t), d8_at(g, t));
+                        let (b, db) = (group_sums!(&wb, &ub, g + 1, t), d8_at(g + 1, t));
+                        *acc = group_pair_step(*acc, dw8, a, b, da, db);
+                    }
+                } else {
+                    let (b, db) = (_mm256_setzero_si256(), _mm256_setzero_ps());
+                    for (t, acc) in acc.iter_mut().enumerate() {
+                        let (a, da) = (group_sums!(&wa, &ua, g, t), d8_at(g, t));
+                        *acc = group_pair_step(*acc, dw8, a, b, da, db);
+                    }
+                }
+                acc
+            }
+
             let format = format(F);
             let has_min = format.has_min();
             let bb = block_bytes(F);
@@ -408,6 +536,13 @@ macro_rules! tile_kernel {
             // scalar kernel's empty blocks). Zeroed once; each row copies its blocks in.
             let present = row_bytes / bb % GROUP;
             let mut padded = [0u8; GROUP * 34];
+            // The groups of the row's whole spans (the activations' spans too).
+            let span_groups = row_bytes / bb / SPAN * 2;
+            assert_eq!(
+                x.spans * 2,
+                span_groups,
+                "activations in spans of the weights'"
+            );
             // Each group's offsets (formats with a minimum), for the pass after each chunk's group
             // loop: on the stack for rows of up to 8,192 elements.
             let (mut on_stack, mut on_heap) = ([_mm_setzero_ps(); 64], Vec::new());
@@ -426,7 +561,8 @@ macro_rules! tile_kernel {
             let chunk = if T > 1 {
                 // As many chunks as the budget needs, of equal length.
                 let most = (TILE_CHUNK_BYTES / (T * GROUP_ACTIVATION_BYTES)).max(1);
-                groups.div_ceil(groups.div_ceil(most).max(1)).max(1)
+                let chunk = groups.div_ceil(groups.div_ceil(most).max(1)).max(1);
+                chunk + chunk % 2 // whole spans
             } else {
                 groups
             };
@@ -447,47 +583,45 @@ macro_rules! tile_kernel {
                     // (A row past its first chunk has its state in `paused`, which then holds
                     // every row.)
                     let (mut acc, mut macc2, mut macc1) = if c0 > 0 { paused[r] } else { zeros };
-                    for g in c0..c1 {
+                    let mut g = c0;
+                    while g < c1 && g < span_groups {
+                        // Span g / 2: groups g and g + 1, one whole-block sum per lane.
                         let first = g * GROUP * bb;
                         if T > 1 {
-                            prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
+                            prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
                         }
-                        // (A packed row's last blocks are a packed pair or in the file's order.)
-                        let (w, dw, mw) = match w_row.get(first..first + GROUP * bb) {
-                            Some(whole) if P => decode_packed::<F>(whole),
-                            Some(whole) => {
-                                let (dw, mw) = scales4::<F>(whole);
-                                (decode_group::<F>(whole), dw, mw)
-                            }
-                            None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
-                            None => {
-                                // Block by block: copies of a size known at compile time, no call.
-                                for k in 0..present {
-                                    let at = first + k * bb;
-                                    padded[k * bb..(k + 1) * bb]
-                                        .copy_from_slice(&w_row[at..at + bb]);
-                                }
-                                let (dw, mw) = scales4::<F>(&padded);
-                                (decode_group::<F>(&padded), dw, mw)
-                            }
+                        let span = &w_row[first..first + SPAN * bb];
+                        let (w, dw, mw) = if P {
+                            decode_packed_span::<F>(span)
+                        } else {
+                            let (dw, mw) = scales8::<F>(span);
+                            (decode_span::<F>(span), dw, mw)
                         };
-                        let u = $unsigned::<F>(&w);
-                        let dw8 = _mm256_set_m128(dw, dw);
-                        if let Some(slot) = mws.get_mut(g) {
-                            *slot = mw; // (formats with a minimum: one per group)
+                        let u = $unsigned::<F, SPAN>(&w);
+                        if has_min {
+                            // (formats with a minimum: one per group)
+                            mws[g] = _mm256_castps256_ps128(mw);
+                            mws[g + 1] = _mm256_extractf128_ps::<1>(mw);
                         }
-                        // SAFETY: group g's rows: in bounds (asserted above). Each row below is at
-                        // a fixed offset from these (T is a constant), no address to compute.
-                        let (yg, d8g) = unsafe { (qs.add(g * T * GROUP), d8.add(g * T)) };
+                        // SAFETY: groups g and g + 1's rows: in bounds (asserted above). Each
+                        // row below is at a fixed offset from these (T is a constant).
+                        let (ya, yb, d8g) = unsafe {
+                            (
+                                qs.add(g * T * GROUP),
+                                qs.add((g + 1) * T * GROUP),
+                                d8.add(g * T),
+                            )
+                        };
                         // (Read only by formats with an offset, whose `ysum` has every group.)
                         let ysg = ysum.wrapping_add(g * T);
                         for (t, acc) in acc.iter_mut().enumerate() {
-                            // SAFETY: row t < T of group g, as above.
-                            let (y, d8) = unsafe { (yg.add(t * GROUP), d8g.add(t)) };
-                            // SAFETY: as above, unaligned loads.
-                            let y = |c: usize| unsafe { _mm256_loadu_si256(y.add(c)) };
-                            let ys = [y(0), y(1), y(2), y(3)];
-                            let sums = $lane_sums::<F>(&w, &u, ys);
+                            // SAFETY: row t < T of groups g and g + 1, as above; unaligned.
+                            let y = |c: usize| unsafe {
+                                let at = t * GROUP + c % GROUP;
+                                _mm256_loadu_si256(if c < GROUP { ya.add(at) } else { yb.add(at) })
+                            };
+                            let ys = [y(0), y(1), y(2), y(3), y(4), y(5), y(6), y(7)];
+                            let sums = $span_sums::<F>(&w, &u, ys);
                             let sums = match $offset_shift(F) {
                                 0 => sums,
                                 shift => {
@@ -498,10 +632,27 @@ macro_rules! tile_kernel {
                                 }
                             };
                             // SAFETY: as above.
-                            let dd =
-                                _mm256_mul_ps(dw8, unsafe { _mm256_loadu_ps(d8 as *const f32) });
+                            let d8 = unsafe { _mm256_loadu_ps(d8g.add(t) as *const f32) };
+                            let dd = _mm256_mul_ps(dw, d8);
                             *acc = _mm256_add_ps(*acc, _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sums)));
                         }
+                        g += 2;
+                    }
+                    if g < c1 {
+                        // SAFETY: the activations' pointers hold `T * groups` groups (asserted
+                        // above), and g < c1 <= groups.
+                        acc = unsafe {
+                            groups_after_spans::<F, P, T>(
+                                w_row,
+                                g,
+                                c1,
+                                present,
+                                &mut padded,
+                                (qs, d8, ysum),
+                                mws,
+                                acc,
+                            )
+                        };
                     }
                     if has_min {
                         // The offsets' products in a pass of their own: in the group loop their
@@ -561,6 +712,7 @@ macro_rules! tile_kernel {
 tile_kernel!(
     rows,
     "avx2,fma,f16c",
+    span_sums,
     lane_sums,
     unsigned_weights,
     offset_shift
@@ -568,6 +720,7 @@ tile_kernel!(
 tile_kernel!(
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512vl,avx512vnni",
+    span_sums_vnni,
     lane_sums_vnni,
     unsigned_weights_vnni,
     offset_shift_vnni

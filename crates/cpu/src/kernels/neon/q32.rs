@@ -1,6 +1,7 @@
 //! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time, as
-//! [`scalar::q32_tile`]: per block two exact half-block sums (16 products each), gathered into
-//! two registers (first halves of the four blocks, second halves), each scaled and added.
+//! [`scalar::q32_tile`]: per block an exact whole-block sum (its two halves' partial sums
+//! added, then reduced), the four blocks' sums in one register, scaled and added to the span's
+//! first four lanes (an even group) or its last four.
 
 use core::arch::aarch64::*;
 
@@ -143,15 +144,23 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             for t in 0..T {
                 let row = t * stride + g * GROUP;
                 let ys = &x.qs[row..row + GROUP];
-                let half = |k: usize, h: usize| {
-                    let (wk, y) = (if h == 0 { w[k].0 } else { w[k].1 }, &ys[k][16 * h..]);
-                    dot16(wk, load16_i8(y))
+                // Block k's whole sum: its two halves' partial sums added, then reduced.
+                let block = |k: usize| {
+                    let (lo, hi) = w[k];
+                    vaddq_s32(
+                        dot16(lo, load16_i8(&ys[k][..16])),
+                        dot16(hi, load16_i8(&ys[k][16..])),
+                    )
                 };
-                let first = reduce4(half(0, 0), half(1, 0), half(2, 0), half(3, 0));
-                let second = reduce4(half(0, 1), half(1, 1), half(2, 1), half(3, 1));
+                let whole = reduce4(block(0), block(1), block(2), block(3));
                 let d4 = vmulq_f32(dw, load4(&x.d[row..row + GROUP]));
-                acc_lo[t] = vaddq_f32(acc_lo[t], vmulq_f32(d4, vcvtq_f32_s32(first)));
-                acc_hi[t] = vaddq_f32(acc_hi[t], vmulq_f32(d4, vcvtq_f32_s32(second)));
+                let scaled = vmulq_f32(d4, vcvtq_f32_s32(whole));
+                // Lanes 0..4 of the span for an even group, 4..8 for an odd one.
+                if g % 2 == 0 {
+                    acc_lo[t] = vaddq_f32(acc_lo[t], scaled);
+                } else {
+                    acc_hi[t] = vaddq_f32(acc_hi[t], scaled);
+                }
                 if with_min {
                     let m4 = vmulq_f32(mw, load4(&x.s[row..row + GROUP]));
                     macc[t] = vaddq_f32(macc[t], m4);

@@ -1,6 +1,7 @@
 //! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time, as
-//! [`scalar::q32_tile`]: per block two exact half-block sums (16 products each), gathered into
-//! two registers (first halves of the four blocks, second halves), each scaled and added.
+//! [`scalar::q32_tile`]: per block an exact whole-block sum (its two halves' partial sums
+//! added, then reduced), the four blocks' sums in one register, scaled and added to the span's
+//! first four lanes (an even group) or its last four.
 
 use core::arch::wasm32::*;
 
@@ -121,15 +122,23 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
             for t in 0..T {
                 let row = t * stride + g * GROUP;
                 let ys = &x.qs[row..row + GROUP];
-                let half = |k: usize, h: usize| {
-                    let (wk, y) = (if h == 0 { w[k].0 } else { w[k].1 }, &ys[k][16 * h..]);
-                    dot16(wk, load16_i8(y))
+                // Block k's whole sum: its two halves' partial sums added, then reduced.
+                let block = |k: usize| {
+                    let (lo, hi) = w[k];
+                    i32x4_add(
+                        dot16(lo, load16_i8(&ys[k][..16])),
+                        dot16(hi, load16_i8(&ys[k][16..])),
+                    )
                 };
-                let first = reduce4(half(0, 0), half(1, 0), half(2, 0), half(3, 0));
-                let second = reduce4(half(0, 1), half(1, 1), half(2, 1), half(3, 1));
+                let whole = reduce4(block(0), block(1), block(2), block(3));
                 let d4 = f32x4_mul(dw, load4(&x.d[row..row + GROUP]));
-                acc_lo[t] = f32x4_add(acc_lo[t], f32x4_mul(d4, f32x4_convert_i32x4(first)));
-                acc_hi[t] = f32x4_add(acc_hi[t], f32x4_mul(d4, f32x4_convert_i32x4(second)));
+                let scaled = f32x4_mul(d4, f32x4_convert_i32x4(whole));
+                // Lanes 0..4 of the span for an even group, 4..8 for an odd one.
+                if g % 2 == 0 {
+                    acc_lo[t] = f32x4_add(acc_lo[t], scaled);
+                } else {
+                    acc_hi[t] = f32x4_add(acc_hi[t], scaled);
+                }
                 if with_min {
                     let m4 = f32x4_mul(mw, load4(&x.s[row..row + GROUP]));
                     macc[t] = f32x4_add(macc[t], m4);
