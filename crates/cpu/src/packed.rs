@@ -397,6 +397,9 @@ pub fn spans_and_group(f: Q32Format, row_bytes: usize) -> (usize, usize) {
     (spans, (row_bytes - spans) / gb * gb)
 }
 
+/// Packs or unpacks one span, group or pair.
+type Repack = fn(Q32Format, &[u8], &mut [u8]);
+
 /// `[span, group, pair]` over each row's whole spans, a whole group after them and two blocks
 /// left after that; other blocks copied.
 fn each_unit(
@@ -404,7 +407,7 @@ fn each_unit(
     src: &[u8],
     row_bytes: usize,
     dst: &mut [u8],
-    [span, group, pair]: [fn(Q32Format, &[u8], &mut [u8]); 3],
+    [span, group, pair]: [Repack; 3],
 ) {
     let (spans, group_bytes) = spans_and_group(f, row_bytes);
     let sb = SPAN * f.block_bytes();

@@ -25,6 +25,7 @@
 //! [`Q8Rows::ysum`]: crate::activations::Q8Rows::ysum
 
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 use super::q32_span::{decode_packed_span, decode_span, group_pair_step, scales8, transpose8};
 use super::q32_sums::{
@@ -425,8 +426,8 @@ macro_rules! tile_kernel {
             x: Q8Slice,
             mut out: Out,
         ) {
-            /// The one or two groups after a row's spans, from group `g` (in a chunk that ends
-            /// at `c1`, an even group or the row's end): their half-block sums added into the
+            /// The one or two groups `g..c1` after a row's spans (`c1`: the chunk's end, an even
+            /// group or the row's end): their half-block sums added into the
             /// span lanes of `acc` (returned), group g's in lanes 0..4; their offsets into `mws`. Apart
             /// from the span loop, whose registers its code, inlined, spilled (Q8_0's tiles
             /// took a fifth longer).
@@ -438,8 +439,7 @@ macro_rules! tile_kernel {
             #[target_feature(enable = $features)]
             unsafe fn groups_after_spans<const F: u8, const P: bool, const T: usize>(
                 w_row: &[u8],
-                g: usize,
-                c1: usize,
+                Range { start: g, end: c1 }: Range<usize>,
                 present: usize,
                 padded: &mut [u8; GROUP * 34],
                 (qs, d8, ysum): (*const __m256i, *const __m256, *const __m256i),
@@ -644,8 +644,7 @@ macro_rules! tile_kernel {
                         acc = unsafe {
                             groups_after_spans::<F, P, T>(
                                 w_row,
-                                g,
-                                c1,
+                                g..c1,
                                 present,
                                 &mut padded,
                                 (qs, d8, ysum),
