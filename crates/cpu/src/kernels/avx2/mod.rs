@@ -12,6 +12,7 @@ mod float;
 mod kquants;
 mod pack;
 pub(crate) mod q32;
+mod q32_group;
 mod q32_span;
 mod q32_sums;
 pub(crate) mod quantize;
@@ -23,7 +24,8 @@ pub use exp::{exp_minus, silu_mul};
 pub use float::float_rows;
 pub use kquants::{k_rows, pack_k_rows};
 pub use pack::pack_rows;
-pub use q32::{interleave_blocks, q32_rows};
+pub use q32::q32_rows;
+pub use q32_group::interleave_blocks;
 
 /// The f16 at `b[at..at + 2]` as f32.
 #[inline]

@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::q32::decode_group;
+use super::q32_group::decode_group;
 use super::q32_span::decode_span;
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};

@@ -7,7 +7,7 @@
 use std::arch::x86_64::*;
 
 use super::load32;
-use super::q32::{five_bits, nibbles};
+use super::q32_group::{five_bits, nibbles};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::SPAN;
 use crate::packed;
