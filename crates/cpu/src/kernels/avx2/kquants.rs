@@ -12,7 +12,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{f16_at, lanes as lanes_ps, load32, load32_i8, prefetch_ahead, tile_hsum8};
+use super::{f16_at, lanes as lanes_ps, load16, load32, load32_i8, prefetch_ahead, tile_hsum8};
 use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar;
@@ -93,15 +93,6 @@ struct Decoded {
     /// i16 weight of each run of 16 activations' sum: Q4_K/Q5_K the minimum of its 32
     /// (`summ`), Q6_K its scale (for the +32 correction).
     run_weights: __m256i,
-}
-
-/// 16 bytes from `b[..16]`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load16(b: &[u8]) -> __m128i {
-    assert!(b.len() >= 16);
-    // SAFETY: 16 readable bytes (checked); unaligned load.
-    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
 }
 
 /// The low nibbles of `bits` and the high ones, as bytes.

@@ -61,6 +61,15 @@ fn prefetch_ahead(at: *const u8, bytes: usize) {
     }
 }
 
+/// 16 bytes from `b[..16]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load16(b: &[u8]) -> __m128i {
+    assert!(b.len() >= 16);
+    // SAFETY: 16 readable bytes (checked); unaligned load.
+    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
+}
+
 /// 32 bytes from `b[..32]`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -5,21 +5,12 @@
 
 use std::arch::x86_64::*;
 
-use super::load32;
 use super::prefetch_ahead;
 use super::q32_span::transpose8;
+use super::{load16, load32};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{GROUP, SPAN};
 use crate::packed;
-/// 16 bytes from `b[..16]`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn load16(b: &[u8]) -> __m128i {
-    assert!(b.len() >= 16);
-    // SAFETY: 16 readable bytes (checked); unaligned load.
-    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
-}
-
 /// The 32 nibbles of `qs[..16]` as bytes in element order: low nibbles (elements 0..16),
 /// then high nibbles (16..32).
 #[inline]

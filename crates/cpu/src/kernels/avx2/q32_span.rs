@@ -6,8 +6,8 @@
 
 use std::arch::x86_64::*;
 
-use super::load32;
 use super::q32_group::{five_bits, nibbles};
+use super::{load16, load32};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::SPAN;
 use crate::packed;
@@ -144,15 +144,6 @@ pub(crate) fn decode_packed_span<const F: u8>(span: &[u8]) -> ([__m256i; SPAN], 
         }
     }
     (r, dw, mw)
-}
-
-/// 16 bytes from `b[..16]`.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load16(b: &[u8]) -> __m128i {
-    assert!(b.len() >= 16);
-    // SAFETY: 16 readable bytes (checked); unaligned load.
-    unsafe { _mm_loadu_si128(b.as_ptr() as *const __m128i) }
 }
 
 /// One row's step over the groups after its spans: the half-block sums of group `a` and of
