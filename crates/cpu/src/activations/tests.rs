@@ -1,0 +1,158 @@
+use super::*;
+use crate::kernels::Isa;
+
+#[test]
+fn every_instruction_set_quantizes_to_the_same_bits() {
+    let mut x: Vec<f32> = (0..2048)
+        .map(|i| ((i * 7919 % 1013) as f32 - 506.0) * 0.013 * (1 + i / 256) as f32)
+        .collect();
+    // Blocks of zeros (with a negative zero), of exact ties (127 / 2 steps: x.5 after
+    // scaling), with a NaN, and with an infinity.
+    x[..32].fill(0.0);
+    x[3] = -0.0;
+    for (i, v) in x[32..64].iter_mut().enumerate() {
+        *v = (i as f32 - 15.5) * 2.0;
+    }
+    x[64] = 127.0;
+    x[100] = f32::NAN;
+    x[130] = f32::NEG_INFINITY;
+    let (mut a, mut b) = (Q8Rows::default(), Vec::new());
+    quantize_q8(&x, &mut a);
+    quantize_q8k(&x, &mut b);
+    for isa in Isa::ALL {
+        let Some(k) = Kernels::new(isa) else { continue };
+        let (mut a2, mut b2) = (Q8Rows::default(), Vec::new());
+        quantize_q8_for(k, &x, &mut a2);
+        quantize_q8k_for(k, &x, &mut b2);
+        let values = |q: &Q8Rows| -> Vec<[i8; 32]> {
+            (0..q.qs.len())
+                .map(|b| q.as_slice().block_values(b))
+                .collect()
+        };
+        // (Bits: a block with NaN or an infinity has a NaN scale.)
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            (bits(&a.d), bits(&a.s)),
+            (bits(&a2.d), bits(&a2.s)),
+            "{isa:?}"
+        );
+        assert_eq!(values(&a), values(&a2), "{isa:?}");
+        let k_bits = |v: &[BlockQ8K]| -> Vec<_> {
+            v.iter().map(|b| (b.d.to_bits(), b.qs, b.bsums)).collect()
+        };
+        assert_eq!(k_bits(&b), k_bits(&b2), "{isa:?}");
+    }
+}
+
+/// Tile by tile, each group's rows side by side: 11 rows (a whole tile and a tile of 3)
+/// of 3 groups.
+#[test]
+fn values_arranged_by_tile_are_the_rows_own() {
+    let (rows, row_blocks) = (11, 3 * Q8_GROUP);
+    let mut q = Q8Rows {
+        layout: Q8Layout::Interleaved,
+        ..Q8Rows::default()
+    };
+    let groups = rows * row_blocks / Q8_GROUP;
+    q.qs = (0..rows * row_blocks).map(|b| [b as i8; 32]).collect();
+    (q.d, q.s) = (vec![1.0; q.qs.len()], vec![0.5; q.qs.len()]);
+    q.d8 = (0..groups).map(|g| [g as f32; 8]).collect();
+    q.ysum = (0..groups).map(|g| [-(g as i32); 8]).collect();
+    q.arrange_tile_values(row_blocks);
+    let mut next = 0;
+    for t0 in (0..rows).step_by(TILE) {
+        for g in 0..3 {
+            for t in t0..TILE.min(rows - t0) + t0 {
+                let block = t * row_blocks + g * Q8_GROUP;
+                let group = t * 3 + g;
+                let at = next * Q8_GROUP..(next + 1) * Q8_GROUP;
+                assert_eq!(q.tile_qs.as_slice()[at], q.qs[block..block + Q8_GROUP]);
+                assert_eq!(q.tile_d8.as_slice()[next], q.d8[group]);
+                assert_eq!(q.tile_ysum.as_slice()[next], q.ysum[group]);
+                next += 1;
+            }
+        }
+    }
+    assert_eq!(next, groups);
+    let tile = q.as_slice().tile(8, 3, row_blocks);
+    assert!(tile.values_by_tile() && tile.tile_d8[0] == q.d8[8 * 3]);
+}
+
+#[test]
+fn the_interleaved_layout_is_a_permutation_of_each_group() {
+    let mut seen = [false; 32 * Q8_GROUP];
+    for k in 0..Q8_GROUP {
+        for e in 0..32 {
+            let p = interleaved_position(k, e);
+            assert!(!seen[p], "position {p} taken twice");
+            seen[p] = true;
+            // The lane (4 bytes) holds one half-block sum's elements: lane l and l + 8 of
+            // either 64-byte half belong to sum l % 8, the scalar kernel's lane.
+            assert_eq!((p % 64) / 4 % 8, 4 * (e / 16) + k, "block {k} element {e}");
+        }
+    }
+}
+
+#[test]
+fn q8_blocks_round_to_within_half_a_step() {
+    let x: Vec<f32> = (0..64)
+        .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37)
+        .collect();
+    let mut q = Q8Rows::default();
+    quantize_q8(&x, &mut q);
+    assert_eq!(q.qs.len(), 4, "two blocks and two of padding");
+    assert!(q.qs[2..].iter().all(|b| *b == [0; 32]) && q.d[2..] == [0.0; 2]);
+    for (b, (qs, &d)) in q.qs.iter().zip(&q.d).enumerate().take(2) {
+        assert!(
+            qs.iter().any(|&v| v.abs() == 127),
+            "block {b} uses the range"
+        );
+        for i in 0..32 {
+            let err = (d * qs[i] as f32 - x[b * 32 + i]).abs();
+            assert!(err <= d * 0.5 + 1e-6, "element {i} of block {b}: {err}");
+        }
+        let sum: i32 = qs.iter().map(|&v| v as i32).sum();
+        assert_eq!(q.s[b], d * sum as f32);
+    }
+}
+
+#[test]
+fn q8k_blocks_carry_run_sums_and_zero_blocks_stay_zero() {
+    let mut x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.61).sin()).collect();
+    x[256..].fill(0.0);
+    let mut q = Vec::new();
+    quantize_q8k(&x, &mut q);
+    for g in 0..16 {
+        let sum: i16 = q[0].qs[16 * g..16 * g + 16].iter().map(|&v| v as i16).sum();
+        assert_eq!(q[0].bsums[g], sum, "run {g}");
+    }
+    assert_eq!(q[1].d, 0.0);
+    assert!(q[1].qs.iter().all(|&v| v == 0));
+}
+
+#[test]
+fn rounding_is_to_nearest_with_ties_to_even() {
+    for (v, q) in [
+        (0.5, 0),
+        (1.5, 2),
+        (2.5, 2),
+        (-0.5, 0),
+        (-1.5, -2),
+        (126.5, 126),
+        (127.0, 127),
+    ] {
+        assert_eq!(quantize_value(v, 1.0), q, "{v}");
+    }
+    assert_eq!(quantize_value(-127.0, 1.0), -127);
+    assert_eq!(quantize_value(0.49999997, 1.0), 0);
+}
+
+#[test]
+fn non_finite_input_gives_a_nan_scale() {
+    let mut x = vec![0.5f32; 32];
+    x[3] = f32::NAN;
+    let mut q = Q8Rows::default();
+    quantize_q8(&x, &mut q);
+    assert!(q.d[0].is_nan());
+    assert!(q.qs[0].iter().all(|&v| v == 0));
+}
