@@ -75,7 +75,10 @@ fn pack_span<const F: u8>(s: &[u8], d: &mut [u8]) {
         store32(&mut d[values + 32 * s..], nibbles(r[s], r[s + 4]));
     }
     if qh != values {
-        let fifth: [u32; SPAN] = std::array::from_fn(|q| fifth_bits(r[q]));
+        let mut fifth = [0u32; SPAN];
+        for (bits, r) in fifth.iter_mut().zip(r) {
+            *bits = fifth_bits(r);
+        }
         for (j, byte) in d[qh..qh + 32].iter_mut().enumerate() {
             *byte = (0..SPAN).fold(0, |a, q| a | (((fifth[q] >> j) & 1) << q) as u8);
         }

@@ -137,10 +137,9 @@ macro_rules! tile_kernel {
             mut out: Out,
         ) {
             /// The one or two groups `g..c1` after a row's spans (`c1`: the chunk's end, an even
-            /// group or the row's end): their half-block sums added into the
-            /// span lanes of `acc` (returned), group g's in lanes 0..4; their offsets into `mws`. Apart
-            /// from the span loop, whose registers its code, inlined, spilled (Q8_0's tiles
-            /// took a fifth longer).
+            /// group or the row's end): their half-block sums added into the span lanes of `acc`
+            /// (returned), group g's in lanes 0..4; their offsets into `mws`. Out of line: its
+            /// code, inlined, made the span loop spill (Q8_0's tiles took a fifth longer).
             ///
             /// # Safety
             /// `qs`, `d8` and `ysum` (as the kernel takes them) hold `T` rows of every group
@@ -175,24 +174,22 @@ macro_rules! tile_kernel {
                     }
                 }
                 let dw8 = _mm256_set_m128(dwb, dwa);
-                // (A macro, not a closure: a closure would not inline these kernels.)
-                macro_rules! group_sums {
-                    ($w:expr, $u:expr, $gr:expr, $t:expr) => {{
-                        let at = ($gr * T + $t) * GROUP;
-                        // SAFETY: row t of a group through c1 (the caller's promise); unaligned.
-                        let y = |c: usize| unsafe { _mm256_loadu_si256(qs.add(at + c)) };
-                        let sums = $lane_sums::<F>($w, $u, [y(0), y(1), y(2), y(3)]);
-                        match $offset_shift(F) {
-                            0 => sums,
-                            shift => {
-                                // SAFETY: as above (formats with an offset have every group's).
-                                let ys = unsafe { _mm256_loadu_si256(ysum.add($gr * T + $t)) };
-                                let off = _mm256_sll_epi32(ys, _mm_cvtsi32_si128(shift));
-                                _mm256_sub_epi32(sums, off)
-                            }
+                // Group gr's sums against row t, less the unsigned weights' offset.
+                let group_sums = |w, u, gr: usize, t: usize| {
+                    let at = (gr * T + t) * GROUP;
+                    // SAFETY: row t of a group through c1 (the caller's promise); unaligned.
+                    let y = |c: usize| unsafe { _mm256_loadu_si256(qs.add(at + c)) };
+                    let sums = $lane_sums::<F>(w, u, [y(0), y(1), y(2), y(3)]);
+                    match $offset_shift(F) {
+                        0 => sums,
+                        shift => {
+                            // SAFETY: as above (formats with an offset have every group's).
+                            let ys = unsafe { _mm256_loadu_si256(ysum.add(gr * T + t)) };
+                            let off = _mm256_sll_epi32(ys, _mm_cvtsi32_si128(shift));
+                            _mm256_sub_epi32(sums, off)
                         }
-                    }};
-                }
+                    }
+                };
                 // SAFETY: as above.
                 let d8_at = |gr: usize, t: usize| unsafe {
                     _mm256_loadu_ps(d8.add(gr * T + t) as *const f32)
@@ -200,14 +197,14 @@ macro_rules! tile_kernel {
                 // (Two loops: one with a branch inside kept neither in registers.)
                 if with_b {
                     for (t, acc) in acc.iter_mut().enumerate() {
-                        let (a, da) = (group_sums!(&wa, &ua, g, t), d8_at(g, t));
-                        let (b, db) = (group_sums!(&wb, &ub, g + 1, t), d8_at(g + 1, t));
+                        let (a, da) = (group_sums(&wa, &ua, g, t), d8_at(g, t));
+                        let (b, db) = (group_sums(&wb, &ub, g + 1, t), d8_at(g + 1, t));
                         *acc = group_pair_step(*acc, dw8, a, b, da, db);
                     }
                 } else {
                     let (b, db) = (_mm256_setzero_si256(), _mm256_setzero_ps());
                     for (t, acc) in acc.iter_mut().enumerate() {
-                        let (a, da) = (group_sums!(&wa, &ua, g, t), d8_at(g, t));
+                        let (a, da) = (group_sums(&wa, &ua, g, t), d8_at(g, t));
                         *acc = group_pair_step(*acc, dw8, a, b, da, db);
                     }
                 }

@@ -80,7 +80,8 @@ pub unsafe fn interleave_blocks(blocks: &mut [[i8; 32]], spans: usize) {
         let p = span.as_mut_ptr() as *mut __m256i;
         // SAFETY: a span is eight blocks of 32 bytes: unaligned loads and stores.
         unsafe {
-            let r = transpose8(std::array::from_fn(|o| _mm256_loadu_si256(p.add(o))));
+            let b = |o: usize| _mm256_loadu_si256(p.add(o));
+            let r = transpose8([b(0), b(1), b(2), b(3), b(4), b(5), b(6), b(7)]);
             for (q, v) in r.into_iter().enumerate() {
                 _mm256_storeu_si256(p.add(q), v);
             }

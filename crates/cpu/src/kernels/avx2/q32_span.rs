@@ -61,12 +61,24 @@ pub(crate) fn decode_span<const F: u8>(span: &[u8]) -> [__m256i; SPAN] {
     let bb = block_bytes(F);
     let b = &span[..SPAN * bb];
     let block = |o: usize| &b[o * bb..(o + 1) * bb];
-    transpose8(std::array::from_fn(|o| match F {
+    // (Called here, not through `array::from_fn`, whose closure is compiled without the target
+    // features: one call a block.)
+    let values = |o: usize| match F {
         Q4_0 => nibbles(&block(o)[2..]),
         Q4_1 => nibbles(&block(o)[4..]),
         Q5_0 | Q5_1 => five_bits::<F>(block(o)),
         _ => load32(&block(o)[2..]),
-    }))
+    };
+    transpose8([
+        values(0),
+        values(1),
+        values(2),
+        values(3),
+        values(4),
+        values(5),
+        values(6),
+        values(7),
+    ])
 }
 
 /// The f16 scale `d` (at byte 0) and offset `m` (byte 2, garbage for formats without one) of
@@ -119,20 +131,25 @@ pub(crate) fn decode_packed_span<const F: u8>(span: &[u8]) -> ([__m256i; SPAN], 
     } else {
         _mm256_setzero_ps()
     };
+    // (Registers written out, not through `array::from_fn`: see `decode_span`.)
+    let r = |q: usize| load32(&g[values + 32 * q..]);
     if F == Q8_0 {
-        return (
-            std::array::from_fn(|q| load32(&g[values + 32 * q..])),
-            dw,
-            mw,
-        );
+        return ([r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7)], dw, mw);
     }
     let mask = _mm256_set1_epi8(0x0f);
-    let p: [__m256i; 4] = std::array::from_fn(|s| load32(&g[values + 32 * s..]));
-    let mut r: [__m256i; SPAN] = std::array::from_fn(|q| {
-        let p = p[q % 4];
-        let p = if q < 4 { p } else { _mm256_srli_epi16::<4>(p) };
-        _mm256_and_si256(p, mask)
-    });
+    let p = [r(0), r(1), r(2), r(3)];
+    let low = |s: usize| _mm256_and_si256(p[s], mask);
+    let high = |s: usize| _mm256_and_si256(_mm256_srli_epi16::<4>(p[s]), mask);
+    let mut r = [
+        low(0),
+        low(1),
+        low(2),
+        low(3),
+        high(0),
+        high(1),
+        high(2),
+        high(3),
+    ];
     if qh != values {
         // Register q's fifth bits: bit q of each byte.
         let bits = load32(&g[qh..]);

@@ -118,7 +118,6 @@ pub(super) fn span_sums<const F: u8>(
     u: &[__m256i; SPAN],
     y: [__m256i; SPAN],
 ) -> __m256i {
-    // (No closure: a closure would not inline `lane_sums`.)
     let low = lane_sums::<F>(
         &[w[0], w[1], w[2], w[3]],
         &[u[0], u[1], u[2], u[3]],
