@@ -76,7 +76,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sizes = only.map_or(vec![1usize, 2, 4, 8, 16], |n| vec![n]);
     for rows in sizes {
         let block: Vec<u32> = (0..rows as u32).map(|i| 300 + i).collect();
-        let reps = if only.is_some() { 100 } else { 8 };
+        // FORWARD_COST_REPS=1000: more forwards, so a profile is mostly them.
+        let reps = std::env::var("FORWARD_COST_REPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if only.is_some() { 100 } else { 8 });
         let (t, c) = (Instant::now(), cpu_ns());
         for _ in 0..reps {
             m.truncate(base);

@@ -457,7 +457,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::exp_minus(x, max) },
+            Isa::Avx2 => unsafe { avx2::exp_minus(x, max) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 => unsafe { avx2::exp_minus_avx512(x, max) },
             _ => {
                 for v in x.iter_mut() {
                     *v = (*v - max).exp();
@@ -472,7 +475,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::silu_mul(g, u) },
+            Isa::Avx2 => unsafe { avx2::silu_mul(g, u) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 => unsafe { avx2::silu_mul_avx512(g, u) },
             _ => {
                 for (g, &u) in g.iter_mut().zip(u) {
                     *g = crate::ops::silu(*g) * u;
