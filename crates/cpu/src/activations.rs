@@ -33,6 +33,10 @@ pub struct Q8Rows {
     /// (its real blocks over eight), and the blocks a row takes, padding included.
     pub spans: usize,
     pub row_blocks: usize,
+    /// In [`Q8Layout::Interleaved`]: whether a row's real blocks after its spans are two (one
+    /// group, half of it padding), which [`Q8Rows::arrange_tile_values`] then lays out two
+    /// rows to a register ([`paired_tail_position`]).
+    pub paired_tail: bool,
     /// In [`Q8Layout::Interleaved`], per group: for the two groups of a span, its eight blocks'
     /// scales (`[d0, .., d7]`), one per whole-block sum lane; for a group after the spans, its
     /// four blocks' scales twice, one per half-block sum lane (`[d0, d1, d2, d3, d0, d1, d2,
@@ -93,7 +97,7 @@ impl Q8Rows {
         self.d.clear();
         self.s.clear();
         self.layout = Q8Layout::default();
-        (self.spans, self.row_blocks) = (0, 0);
+        (self.spans, self.row_blocks, self.paired_tail) = (0, 0, false);
         self.tile_s.clear();
         self.d8.clear();
         self.ysum.clear();
@@ -126,6 +130,7 @@ impl Q8Rows {
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,
+            paired_tail: self.paired_tail,
             tile_s: &self.tile_s,
             d8: &self.d8,
             ysum: &self.ysum,
@@ -174,8 +179,15 @@ impl Q8Rows {
         let (qs_to, d8_to, ysum_to) = (qs.as_mut_slice(), d8.as_mut_slice(), ysum.as_mut_slice());
         let mut next = 0; // the next group row in arranged order
         for t0 in (0..rows).step_by(TILE) {
+            let tile = TILE.min(rows - t0);
             for g in 0..groups {
-                for t in t0..TILE.min(rows - t0) + t0 {
+                if self.paired_tail && tile > 1 && g + 1 == groups {
+                    let (qs, d8, ysum) = (&mut *qs_to, &mut *d8_to, &mut *ysum_to);
+                    self.arrange_paired_tail(row_blocks, t0..t0 + tile, next, qs, d8, ysum);
+                    next += tile;
+                    continue;
+                }
+                for t in t0..t0 + tile {
                     let at = t * row_blocks + g * Q8_GROUP;
                     qs_to[next * Q8_GROUP..(next + 1) * Q8_GROUP]
                         .copy_from_slice(&self.qs[at..at + Q8_GROUP]);
@@ -197,9 +209,10 @@ pub struct Q8Slice<'a> {
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub layout: Q8Layout,
-    /// See [`Q8Rows::spans`] and [`Q8Rows::row_blocks`].
+    /// See [`Q8Rows::spans`], [`Q8Rows::row_blocks`] and [`Q8Rows::paired_tail`].
     pub spans: usize,
     pub row_blocks: usize,
+    pub paired_tail: bool,
     /// A tile's part of [`Q8Rows::tile_s`] (empty when not arranged).
     pub tile_s: &'a [f32], // [groups][rows][Q8_GROUP]
     /// See [`Q8Rows::d8`] and [`Q8Rows::ysum`] (empty unless interleaved).
@@ -242,6 +255,7 @@ impl<'a> Q8Slice<'a> {
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,
+            paired_tail: self.paired_tail,
             tile_s: part(self.tile_s, range.clone()),
             d8: part(self.d8, groups.clone()),
             ysum: part(self.ysum, groups.clone()),
@@ -268,6 +282,7 @@ impl<'a> Q8Slice<'a> {
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,
+            paired_tail: self.paired_tail,
             d8: self.d8.to_vec(),
             ysum: self.ysum.to_vec(),
             ..Q8Rows::default()
@@ -377,6 +392,7 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
     out.layout = kernels.q8_layout();
     if out.layout == Q8Layout::Interleaved {
         (out.spans, out.row_blocks) = (x.len() / 32 / SPAN, row_blocks);
+        out.paired_tail = x.len() / 32 % SPAN == 2;
         group_sums(
             &out.qs[first..],
             &out.d[first..],
@@ -563,5 +579,8 @@ impl<'a> Activations<'a> {
     }
 }
 
+mod paired_tail;
 #[cfg(test)]
 mod tests;
+
+pub use paired_tail::paired_tail_position;

@@ -156,3 +156,87 @@ fn non_finite_input_gives_a_nan_scale() {
     assert!(q.d[0].is_nan());
     assert!(q.qs[0].iter().all(|&v| v == 0));
 }
+
+/// A tail of two blocks after the spans, arranged by tile two rows to a register: every value
+/// of each row's two blocks at [`paired_tail_position`] of its pair's place (an odd last row
+/// beside zeros), the scales in lanes `4 * side + k`, the half-block sums in `4 * side + 2h + k`,
+/// the second row's place zeros; the spans arranged as before. 11 rows: a whole tile and a
+/// tile of 3.
+#[test]
+fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
+    let (rows, spans) = (11, 1);
+    let row_blocks = SPAN * spans + Q8_GROUP;
+    let groups = row_blocks / Q8_GROUP;
+    let mut q = Q8Rows {
+        layout: Q8Layout::Interleaved,
+        spans,
+        row_blocks,
+        paired_tail: true,
+        ..Q8Rows::default()
+    };
+    let value = |t: usize, b: usize, i: usize| ((t * 131 + b * 37 + i * 7) % 251) as i8;
+    q.qs = (0..rows * row_blocks)
+        .map(|b| std::array::from_fn(|i| value(b / row_blocks, b % row_blocks, i)))
+        .collect();
+    (q.d, q.s) = (vec![1.0; q.qs.len()], vec![0.5; q.qs.len()]);
+    q.d8 = (0..rows * groups)
+        .map(|g| std::array::from_fn(|l| (g * 8 + l) as f32))
+        .collect();
+    q.ysum = (0..rows * groups)
+        .map(|g| std::array::from_fn(|l| -((g * 8 + l) as i32)))
+        .collect();
+    q.arrange_tile_values(row_blocks);
+    let (qs, d8, ysum) = (
+        q.tile_qs.as_slice(),
+        q.tile_d8.as_slice(),
+        q.tile_ysum.as_slice(),
+    );
+    for t0 in (0..rows).step_by(TILE) {
+        let tile = TILE.min(rows - t0);
+        let first = t0 * groups; // the tile's first group row
+        for g in 0..spans * 2 {
+            for t in 0..tile {
+                let (at, from) = (first + g * tile + t, (t0 + t) * row_blocks + g * Q8_GROUP);
+                assert_eq!(qs[at * Q8_GROUP..][..Q8_GROUP], q.qs[from..][..Q8_GROUP]);
+                assert_eq!(d8[at], q.d8[(t0 + t) * groups + g]);
+            }
+        }
+        let tail = first + spans * 2 * tile; // the tail's group rows
+        for t in 0..tile {
+            let (place, side, row) = (tail + t / 2 * 2, t % 2, t0 + t);
+            let pair = qs[place * Q8_GROUP..][..Q8_GROUP].as_flattened();
+            let own = q.qs[row * row_blocks + SPAN * spans..][..Q8_GROUP].as_flattened();
+            for k in 0..2 {
+                for e in 0..32 {
+                    let want = own[interleaved_position(k, e)];
+                    assert_eq!(
+                        pair[paired_tail_position(side, k, e)],
+                        want,
+                        "{row} {k} {e}"
+                    );
+                }
+                let group = row * groups + groups - 1;
+                assert_eq!(d8[place][4 * side + k], q.d8[group][k]);
+                for h in 0..2 {
+                    assert_eq!(ysum[place][4 * side + 2 * h + k], q.ysum[group][4 * h + k]);
+                }
+            }
+            // Lanes 2 and 3 of a side scale nothing.
+            assert_eq!(d8[place][4 * side + 2..4 * side + 4], [0.0; 2]);
+            if side == 1 || t + 1 == tile {
+                let other = tail + t / 2 * 2 + 1;
+                if other < tail + tile {
+                    assert!(qs[other * Q8_GROUP..][..Q8_GROUP]
+                        .iter()
+                        .all(|r| *r == [0; 32]));
+                    assert_eq!((d8[other], ysum[other]), ([0.0; 8], [0; 8]));
+                }
+            }
+            if side == 0 && t + 1 == tile {
+                // An odd last row: the other side's lanes are zeros.
+                assert!((0..32).all(|e| pair[paired_tail_position(1, 0, e)] == 0));
+                assert!(d8[place][4..] == [0.0; 4] && ysum[place][4..] == [0; 4]);
+            }
+        }
+    }
+}

@@ -211,6 +211,70 @@ macro_rules! tile_kernel {
                 acc
             }
 
+            /// The group after a row's spans when it holds two blocks, over a tile arranged two
+            /// rows to a register ([`Q8Slice::paired_tail`]): four byte products a pair of rows
+            /// where [`groups_after_spans`] takes four a row; each block's halves added, scaled
+            /// as there, and added to lanes 0 and 1 of each row's `acc` (returned), with +0 in
+            /// the others as the padding's lanes add there. Its offsets into `mws`.
+            ///
+            /// # Safety
+            /// `qs`, `d8` and `ysum` (as the kernel takes them) hold `T` rows of every group
+            /// through `g`, group `g` arranged in pairs.
+            #[inline(never)]
+            #[target_feature(enable = $features)]
+            unsafe fn paired_tail<const F: u8, const P: bool, const T: usize>(
+                w_row: &[u8],
+                g: usize,
+                padded: &mut [u8; GROUP * 34],
+                (qs, d8, ysum): (*const __m256i, *const __m256, *const __m256i),
+                mws: &mut [__m128],
+                mut acc: [__m256; T],
+            ) -> [__m256; T] {
+                let (w, dw, mw) = decode_at::<F, P, T>(w_row, g, 2, padded);
+                if format(F).has_min() {
+                    mws[g] = mw;
+                }
+                // Each register's blocks 0 and 1, first halves then second, for either row.
+                let pick = _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5);
+                let w = [
+                    _mm256_permutevar8x32_epi32(w[0], pick),
+                    _mm256_permutevar8x32_epi32(w[1], pick),
+                    _mm256_permutevar8x32_epi32(w[2], pick),
+                    _mm256_permutevar8x32_epi32(w[3], pick),
+                ];
+                let u = $unsigned::<F, GROUP>(&w);
+                let dw2 = _mm256_set_m128(dw, dw);
+                let zero = _mm256_setzero_ps();
+                for p in 0..T.div_ceil(2) {
+                    let at = g * T + 2 * p; // the pair's place
+                                            // SAFETY: group g's rows (the caller's promise); unaligned loads.
+                    let y = |c: usize| unsafe { _mm256_loadu_si256(qs.add(at * GROUP + c)) };
+                    let sums = $lane_sums::<F>(&w, &u, [y(0), y(1), y(2), y(3)]);
+                    let sums = match $offset_shift(F) {
+                        0 => sums,
+                        shift => {
+                            // SAFETY: as above (formats with an offset have every group's).
+                            let ys = unsafe { _mm256_loadu_si256(ysum.add(at)) };
+                            _mm256_sub_epi32(sums, _mm256_sll_epi32(ys, _mm_cvtsi32_si128(shift)))
+                        }
+                    };
+                    // Lane 2h + k holds half h of block k: the halves added.
+                    let whole = _mm256_add_epi32(sums, _mm256_shuffle_epi32::<0b01_00_11_10>(sums));
+                    // SAFETY: as above.
+                    let d8p = unsafe { _mm256_loadu_ps(d8.add(at) as *const f32) };
+                    let dd = _mm256_mul_ps(dw2, d8p);
+                    let prod = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(whole));
+                    let prod = _mm256_blend_ps::<0b0011_0011>(zero, prod);
+                    let t = 2 * p;
+                    acc[t] = _mm256_add_ps(acc[t], _mm256_permute2f128_ps::<0x80>(prod, prod));
+                    if t + 1 < T {
+                        let high = _mm256_permute2f128_ps::<0x81>(prod, prod);
+                        acc[t + 1] = _mm256_add_ps(acc[t + 1], high);
+                    }
+                }
+                acc
+            }
+
             let format = format(F);
             let has_min = format.has_min();
             let bb = block_bytes(F);
@@ -249,6 +313,12 @@ macro_rules! tile_kernel {
                 x.spans * 2,
                 span_groups,
                 "activations in spans of the weights'"
+            );
+            let in_pairs = T > 1 && x.paired_tail; // the tail's arrangement (by tile)
+            assert_eq!(
+                x.paired_tail,
+                row_bytes / bb % SPAN == 2,
+                "activations' tail of two blocks where the weights' is"
             );
             // Each group's offsets (formats with a minimum), for the pass after each chunk's group
             // loop: on the stack for rows of up to 8,192 elements.
@@ -345,7 +415,13 @@ macro_rules! tile_kernel {
                         }
                         g += 2;
                     }
-                    if g < c1 {
+                    if g < c1 && in_pairs {
+                        // SAFETY: as below; the one group after the spans, arranged in pairs
+                        // (`in_pairs`: by tile, several rows).
+                        acc = unsafe {
+                            paired_tail::<F, P, T>(w_row, g, &mut padded, (qs, d8, ysum), mws, acc)
+                        };
+                    } else if g < c1 {
                         // SAFETY: the activations' pointers hold `T * groups` groups (asserted
                         // above), and g < c1 <= groups.
                         acc = unsafe {
