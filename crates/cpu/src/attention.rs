@@ -112,12 +112,8 @@ impl Attention<'_> {
             block_slots,
             pair_scores,
             rel,
-            identity,
             ..
         } = s;
-        if identity.len() < CHUNK_SLOTS {
-            *identity = (0..CHUNK_SLOTS).collect();
-        }
         block_slots.resize_with(pairs.len(), Vec::new);
         pair_scores.resize_with(pairs.len(), Vec::new);
         for (p, (pair, _)) in pairs.iter().enumerate() {
@@ -147,13 +143,13 @@ impl Attention<'_> {
             let keys = F32Rows::dense(k, hd);
             for (p, &(pair, _)) in pairs.iter().enumerate() {
                 let qh = &self.q[pair * hd..][..hd];
-                let rel: &[usize] = if c.end <= base {
-                    &identity[..c.len()]
+                if c.end <= base {
+                    // Every slot of a chunk of the cache is visible: row after row.
+                    kernels.scores_f32_dense(qh, k, c.len(), scale, scores);
                 } else {
                     in_chunk(p, &c, rel);
-                    rel
-                };
-                kernels.scores_f32(qh, keys, rel, scale, scores);
+                    kernels.scores_f32(qh, keys, rel, scale, scores);
+                }
                 pair_scores[p].extend_from_slice(scores);
             }
         }
@@ -163,12 +159,11 @@ impl Attention<'_> {
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
             let values = F32Rows::dense(v, hd);
             for (p, (_, o)) in pairs.iter_mut().enumerate() {
-                let (rel, before): (&[usize], usize) = if c.end <= base {
-                    (&identity[..c.len()], c.start)
-                } else {
-                    let before = in_chunk(p, &c, rel);
-                    (rel, before)
-                };
+                if c.end <= base {
+                    kernels.weighted_sum_f32_dense(v, &pair_scores[p][c.clone()], o);
+                    continue;
+                }
+                let before = in_chunk(p, &c, rel);
                 let weights = &pair_scores[p][before..before + rel.len()];
                 kernels.weighted_sum_f32(values, rel, weights, o);
             }
@@ -209,12 +204,11 @@ struct Scratch {
     k: Vec<f32>,
     v: Vec<f32>,
     /// The widened path's: each pair's visible block entries (relative to the cache's
-    /// length) and scores, a chunk's slots relative to its first, and `0..CHUNK_SLOTS` (a chunk
-    /// of the cache's entries, all visible).
+    /// length) and scores, and a chunk's visible slots relative to its first (a chunk of the
+    /// cache alone, all visible, is read row after row instead).
     block_slots: Vec<Vec<usize>>,
     pair_scores: Vec<Vec<f32>>,
     rel: Vec<usize>,
-    identity: Vec<usize>,
 }
 
 /// Slots a chunk of widened keys and values holds: 64 rows of 64 f32 are 16 KB, which stay in

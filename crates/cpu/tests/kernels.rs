@@ -142,7 +142,8 @@ fn simd_kernels_handle_extreme_values() {
 /// The attention kernels of every instruction set give the scalar kernels' bits: scores and
 /// weighted sums over random f16 rows, head lengths with and without a tail after the last 8
 /// (and past 64, where the weighted sum works 64 at a time), slot counts around the groups of
-/// 8 the SIMD scores take, slots in any order and a cache row stride wider than the head.
+/// 8 the SIMD scores take, slots in any order and a cache row stride wider than the head; and
+/// over rows one after another (`scores_f32_dense`, `weighted_sum_f32_dense`).
 #[test]
 fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
     use half::f16;
@@ -201,6 +202,29 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
             };
             let want = run(Kernels::scalar());
             assert_eq!(want.0.len(), n_slots);
+            // Rows 0..n_slots one after another (a chunk of the cache every pair sees whole),
+            // widened, against the scalar kernels over those slots of the f16 rows.
+            let first: Vec<usize> = (0..n_slots.min(cache)).collect();
+            let want_dense = {
+                let (mut scores, mut out) = (Vec::new(), start.clone());
+                runahead_cpu::kernels::scalar::scores(&q, rows, &first, 0.125, &mut scores);
+                let p = &p[..first.len()];
+                runahead_cpu::kernels::scalar::weighted_sum(rows, &first, p, &mut out);
+                (scores, out)
+            };
+            let dense: Vec<f32> = first
+                .iter()
+                .flat_map(|&s| rows.row(s).iter().map(|v| v.to_f32()))
+                .collect();
+            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+                let mut scores = vec![7.0];
+                k.scores_f32_dense(&q, &dense, first.len(), 0.125, &mut scores);
+                let mut out = start.clone();
+                k.weighted_sum_f32_dense(&dense, &p[..first.len()], &mut out);
+                let what = format!("{:?} row after row, length {len}, {n_slots} slots", k.isa());
+                assert_bits_eq(&scores, &want_dense.0, &format!("scores, {what}"));
+                assert_bits_eq(&out, &want_dense.1, &format!("weighted sum, {what}"));
+            }
             for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
                 let mut runs = vec![("f32", run_widened(k))];
                 if k.isa() != Isa::Scalar {

@@ -40,6 +40,7 @@ mod q32_ids;
 pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+mod widened;
 
 use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format, WeightFormat};
@@ -484,62 +485,6 @@ impl Kernels {
                     *g = crate::ops::silu(*g) * u;
                 }
             }
-        }
-    }
-
-    /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
-    /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
-    /// loads convert at every read, where a block's pairs read each row many times (3 query
-    /// heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
-    pub fn widens_kv(self) -> bool {
-        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
-    }
-
-    /// Rows `0..count` of `rows`, widened to f32 one after another into `out` (`[count, len]`).
-    /// (`out`'s earlier contents are overwritten, never read: a buffer reused from one head to
-    /// the next is not cleared first.)
-    pub fn widen(self, rows: F16Rows, count: usize, out: &mut Vec<f32>) {
-        out.resize(count * rows.len, 0.0);
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
-            _ => {
-                for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
-                    for (d, v) in dst.iter_mut().zip(rows.row(s)) {
-                        *d = v.to_f32();
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`Kernels::scores`] over widened rows (the same bits).
-    pub fn scores_f32(
-        self,
-        q: &[f32],
-        k: F32Rows,
-        slots: &[usize],
-        scale: f32,
-        out: &mut Vec<f32>,
-    ) {
-        debug_assert_eq!(q.len(), k.len);
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
-            _ => scalar::scores(q, k, slots, scale, out),
-        }
-    }
-
-    /// [`Kernels::weighted_sum`] over widened rows (the same bits).
-    pub fn weighted_sum_f32(self, v: F32Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
-        debug_assert_eq!(out.len(), v.len);
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
-            _ => scalar::weighted_sum(v, slots, p, out),
         }
     }
 

@@ -185,3 +185,97 @@ pub unsafe fn weighted_sum<E: Lanes>(v: Rows<E>, slots: &[usize], p: &[f32], out
         }
     }
 }
+
+/// [`scores`] over rows `0..count` of `len` f32 one after another (`k`: `[count, len]`, a
+/// widened chunk of the cache, every slot visible): the same bits, each row reached by a pointer
+/// step where a slot's index cost its row's address and bounds check.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn scores_dense(
+    q: &[f32],
+    k: &[f32],
+    (count, len): (usize, usize),
+    scale: f32,
+    out: &mut Vec<f32>,
+) {
+    out.clear();
+    let (q, k) = (&q[..len], &k[..count * len]);
+    // Eight rows at a time where the rows are whole eights of values (as `scores`).
+    let eights = if len > 0 && len.is_multiple_of(8) {
+        count / 8 * 8 * len
+    } else {
+        0
+    };
+    for eight in k[..eights].chunks_exact(8 * len) {
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for c in (0..len).step_by(8) {
+            let qv = load8f(q, c);
+            for (s, a) in acc.iter_mut().enumerate() {
+                // SAFETY: row s of the eight, elements c..c + 8 (c + 8 <= len); unaligned.
+                let key = unsafe { _mm256_loadu_ps(eight.as_ptr().add(s * len + c)) };
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(qv, key));
+            }
+        }
+        out.extend_from_slice(&lanes(_mm256_mul_ps(
+            tile_hsum8(acc),
+            _mm256_set1_ps(scale),
+        )));
+    }
+    for s in eights / len.max(1)..count {
+        out.push(score(q, &k[s * len..(s + 1) * len]) * scale);
+    }
+}
+
+/// [`weighted_sum`] over rows `0..p.len()` of `stride` f32 one after another (`v`: `[rows,
+/// stride]`, as [`scores_dense`] takes them; `out`: the first `len <= stride` values of a row):
+/// the same bits (slot after slot), a pointer step per row.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn weighted_sum_dense(v: &[f32], stride: usize, p: &[f32], out: &mut [f32]) {
+    let len = stride.min(out.len());
+    let count = p.len();
+    let v = &v[..count * stride];
+    let by64 = len / 64 * 64;
+    for start in (0..by64).step_by(64) {
+        let o = &mut out[start..start + 64];
+        let mut acc: [__m256; 8] = [
+            load8f(o, 0),
+            load8f(o, 8),
+            load8f(o, 16),
+            load8f(o, 24),
+            load8f(o, 32),
+            load8f(o, 40),
+            load8f(o, 48),
+            load8f(o, 56),
+        ];
+        let mut row = v.as_ptr().wrapping_add(start);
+        for &pj in &p[..count] {
+            let pv = _mm256_set1_ps(pj);
+            for (r, a) in acc.iter_mut().enumerate() {
+                // SAFETY: elements start..start + 64 of a row of `v` (`count` rows of
+                // `stride >= start + 64`); unaligned.
+                let x = unsafe { _mm256_loadu_ps(row.add(8 * r)) };
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, x));
+            }
+            row = row.wrapping_add(stride);
+        }
+        for (r, a) in acc.iter().enumerate() {
+            o[8 * r..8 * r + 8].copy_from_slice(&lanes(*a));
+        }
+    }
+    let whole = len / 8 * 8;
+    for (row, &pj) in v.chunks_exact(stride.max(1)).zip(&p[..count]) {
+        let pv = _mm256_set1_ps(pj);
+        for c in (by64..whole).step_by(8) {
+            let sum = _mm256_add_ps(load8f(out, c), _mm256_mul_ps(pv, load8f(row, c)));
+            out[c..c + 8].copy_from_slice(&lanes(sum));
+        }
+        for e in whole..len {
+            out[e] += pj * row[e];
+        }
+    }
+}

@@ -19,7 +19,7 @@ pub(crate) mod quantize;
 
 use std::arch::x86_64::*;
 
-pub use attention::{scores, weighted_sum, widen};
+pub use attention::{scores, scores_dense, weighted_sum, weighted_sum_dense, widen};
 pub use exp::{exp_minus, exp_minus_avx512, silu_mul, silu_mul_avx512};
 pub use float::float_rows;
 pub use kquants::{k_rows, pack_k_rows};

@@ -1,0 +1,104 @@
+//! Attention over a KV head's rows widened to f32 once ([`Kernels::widens_kv`]): the widening,
+//! and the scores and weighted sums that read widened rows, through slot indices or (a chunk of
+//! the cache that every pair sees whole) one row after another.
+
+#[cfg(target_arch = "x86_64")]
+use super::avx2;
+use super::{scalar, F16Rows, F32Rows, Isa, Kernels};
+
+impl Kernels {
+    /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
+    /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
+    /// loads convert at every read, where a block's pairs read each row many times (3 query
+    /// heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
+    pub fn widens_kv(self) -> bool {
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
+    }
+
+    /// Rows `0..count` of `rows`, widened to f32 one after another into `out` (`[count, len]`).
+    /// (`out`'s earlier contents are overwritten, never read: a buffer reused from one head to
+    /// the next is not cleared first.)
+    pub fn widen(self, rows: F16Rows, count: usize, out: &mut Vec<f32>) {
+        out.resize(count * rows.len, 0.0);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
+            _ => {
+                for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
+                    for (d, v) in dst.iter_mut().zip(rows.row(s)) {
+                        *d = v.to_f32();
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Kernels::scores`] over widened rows (the same bits).
+    pub fn scores_f32(
+        self,
+        q: &[f32],
+        k: F32Rows,
+        slots: &[usize],
+        scale: f32,
+        out: &mut Vec<f32>,
+    ) {
+        debug_assert_eq!(q.len(), k.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            _ => scalar::scores(q, k, slots, scale, out),
+        }
+    }
+
+    /// [`Kernels::weighted_sum`] over widened rows (the same bits).
+    pub fn weighted_sum_f32(self, v: F32Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+        debug_assert_eq!(out.len(), v.len);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            _ => scalar::weighted_sum(v, slots, p, out),
+        }
+    }
+
+    /// [`Kernels::scores_f32`] over rows `0..count` of `len` values one after another (`k`:
+    /// `[count, len]`): the same bits as through the slots `0..count`.
+    pub fn scores_f32_dense(
+        self,
+        q: &[f32],
+        k: &[f32],
+        count: usize,
+        scale: f32,
+        out: &mut Vec<f32>,
+    ) {
+        let len = q.len();
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an x86 ISA is only chosen where the CPU has it.
+            Isa::Avx2 | Isa::Avx512 => unsafe {
+                avx2::scores_dense(q, k, (count, len), scale, out)
+            },
+            _ => {
+                let slots: Vec<usize> = (0..count).collect();
+                scalar::scores(q, F32Rows::dense(k, len), &slots, scale, out);
+            }
+        }
+    }
+
+    /// [`Kernels::weighted_sum_f32`] over rows `0..p.len()` of `out.len()` values one after
+    /// another (`v`: `[p.len(), out.len()]`): the same bits as through the slots `0..p.len()`.
+    pub fn weighted_sum_f32_dense(self, v: &[f32], p: &[f32], out: &mut [f32]) {
+        let len = out.len();
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum_dense(v, len, p, out) },
+            _ => {
+                let slots: Vec<usize> = (0..p.len()).collect();
+                scalar::weighted_sum(F32Rows::dense(v, len), &slots, p, out);
+            }
+        }
+    }
+}
