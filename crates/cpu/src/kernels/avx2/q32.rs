@@ -246,8 +246,9 @@ macro_rules! tile_kernel {
                 let dw2 = _mm256_set_m128(dw, dw);
                 let zero = _mm256_setzero_ps();
                 for p in 0..T.div_ceil(2) {
-                    let at = g * T + 2 * p; // the pair's place
-                                            // SAFETY: group g's rows (the caller's promise); unaligned loads.
+                    // The pair's place.
+                    let at = g * T + 2 * p;
+                    // SAFETY: group g's rows (the caller's promise); unaligned loads.
                     let y = |c: usize| unsafe { _mm256_loadu_si256(qs.add(at * GROUP + c)) };
                     let sums = $lane_sums::<F>(&w, &u, [y(0), y(1), y(2), y(3)]);
                     let sums = match $offset_shift(F) {
