@@ -14,6 +14,15 @@
 //! a worker that has not joined a step: a worker joins a step only while it is open, the
 //! caller takes whatever work is left, closes the step, and waits only for the workers that
 //! joined (a Dekker-style handshake on `active` and `open`, both sequentially consistent).
+//!
+//! Each side of a handshake writes with a read-modify-write, never a plain store, before it
+//! reads the other side's variable. Sequentially consistent stores and loads would do in the
+//! language's model, but qemu's aarch64 emulation on an x86-64 host (the CI's NEON step) lets a
+//! `stlr` pass a later `ldar` (13% of store-buffering rounds with qemu 7.2). That is the likely
+//! way the CI's aarch64 step once saw a step's task run five times on a team of four: the
+//! caller saw no worker in a step it had closed while a worker saw it open and ran its task into
+//! the next step. An RMW is a full barrier there as on hardware, and costs x86 nothing (a SeqCst
+//! store is already an `xchg`).
 
 // The single-threaded wasm build has no workers: their side of the team is never used there.
 #![cfg_attr(
@@ -160,8 +169,8 @@ impl Team<'_> {
         struct CloseOnDrop<'s>(&'s Shared);
         impl Drop for CloseOnDrop<'_> {
             fn drop(&mut self) {
-                self.0.open.store(CLOSED, Ordering::SeqCst);
-                wait_until(|| self.0.active.load(Ordering::SeqCst) == 0);
+                self.0.close_step();
+                wait_until(|| !self.0.workers_in_step());
             }
         }
         let close = CloseOnDrop(shared);
@@ -202,8 +211,7 @@ impl Shared {
             if id >= self.enrolled.load(Ordering::SeqCst) {
                 continue;
             }
-            self.active.fetch_add(1, Ordering::SeqCst);
-            if self.open.load(Ordering::SeqCst) == seen {
+            if self.join_step(seen) {
                 self.joined.fetch_add(1, Ordering::Relaxed);
                 let task = *self.task.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(TaskPtr(ptr)) = task {
@@ -215,8 +223,31 @@ impl Shared {
                     }
                 }
             }
-            self.active.fetch_sub(1, Ordering::SeqCst);
+            self.leave_step();
         }
+    }
+
+    /// The caller's side of the handshake: no worker joins the step after this.
+    fn close_step(&self) {
+        // A swap, not a store: see the module's comment.
+        self.open.swap(CLOSED, Ordering::SeqCst);
+    }
+
+    /// Whether a worker is still in the step (after [`Self::close_step`], the caller waits
+    /// until none is).
+    fn workers_in_step(&self) -> bool {
+        self.active.load(Ordering::SeqCst) != 0
+    }
+
+    /// A worker's side: counts itself in, then whether step `seen` is still open. Counted in
+    /// either way; [`Self::leave_step`] undoes it.
+    fn join_step(&self, seen: usize) -> bool {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.open.load(Ordering::SeqCst) == seen
+    }
+
+    fn leave_step(&self) {
+        self.active.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Returns once a step after `seen` is published or the team stops: spins for [`SPIN`],
@@ -236,7 +267,8 @@ impl Shared {
                 std::hint::spin_loop();
                 continue;
             }
-            self.asleep[id].store(true, Ordering::SeqCst);
+            // A swap, not a store, before reading the step: see the module's comment.
+            self.asleep[id].swap(true, Ordering::SeqCst);
             if !ready() {
                 // Spurious wake-ups only loop back here.
                 std::thread::park();
@@ -294,6 +326,55 @@ mod tests {
                 .sum();
             assert_eq!(total, want, "{threads} threads");
         }
+    }
+
+    /// The handshake itself, raced round after round: a caller that closes a step and sees no
+    /// worker in it, and a worker in it that saw the step open, never both. The pool's other
+    /// tests catch a break only now and then: with a release store in `close_step` this one
+    /// failed natively in every run (7-14 of 20,000 rounds on x86-64).
+    #[test]
+    fn a_closed_step_and_a_joining_worker_always_see_each_other() {
+        const ROUNDS: usize = 20_000;
+        let shared = Shared::new(1);
+        // Per side: the rounds it has begun and the rounds it has done its part of.
+        let begun = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let done = [AtomicUsize::new(0), AtomicUsize::new(0)];
+        let worker_saw_open = AtomicBool::new(false);
+        let meet = |side: usize, at: &[AtomicUsize; 2], round: usize| {
+            at[side].store(round, Ordering::SeqCst);
+            wait_until(|| at[1 - side].load(Ordering::SeqCst) >= round);
+        };
+        // Both sides set off a few cycles apart, differently in each round, so that some
+        // rounds meet in the few nanoseconds in which a reordering could show.
+        let jitter = |round: usize, side: usize| {
+            let spins = (round.wrapping_mul(2_654_435_761) >> (7 + 5 * side)) % 48;
+            (0..spins).for_each(|_| std::hint::spin_loop());
+        };
+        let mut both_missed = 0;
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for round in 1..=ROUNDS {
+                    meet(1, &begun, round);
+                    jitter(round, 1);
+                    worker_saw_open.store(shared.join_step(round), Ordering::SeqCst);
+                    // In the step until the caller has looked, as a worker running a task.
+                    meet(1, &done, round);
+                    shared.leave_step();
+                }
+            });
+            for round in 1..=ROUNDS {
+                shared.open.store(round, Ordering::SeqCst);
+                meet(0, &begun, round);
+                jitter(round, 0);
+                shared.close_step();
+                let saw_worker = shared.workers_in_step();
+                meet(0, &done, round);
+                if !saw_worker && worker_saw_open.load(Ordering::SeqCst) {
+                    both_missed += 1;
+                }
+            }
+        });
+        assert_eq!(both_missed, 0, "of {ROUNDS} rounds");
     }
 
     #[test]
