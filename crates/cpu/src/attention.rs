@@ -63,19 +63,31 @@ impl Attention<'_> {
         out
     }
 
-    /// The pairs by KV head, each KV head's in as many units as keep every thread busy (each
-    /// unit widens its KV head's rows once: one unit a KV head on one thread).
+    /// The pairs by KV head in units for the threads. Each unit widens its KV head's rows once,
+    /// a pass over that head's cache whatever the unit's share of its pairs (memory-bound at
+    /// long contexts), so KV heads stay whole where the threads can share them out evenly, and
+    /// only the rest are split, each in as many parts as gives every thread a share (SmolLM2's
+    /// three on two threads: two whole and one halved, four passes where halving all three
+    /// took six; the Qwen 0.5B's two on two threads: two whole, where it took four).
     fn units<'o>(&self, out: &'o mut [f32], threads: usize) -> Vec<(usize, Pairs<'o>)> {
         let group = self.n_heads / self.n_kv_heads;
         let per_kv = self.n * group;
-        let units_per_kv = (2 * threads).div_ceil(self.n_kv_heads).clamp(1, per_kv);
-        let chunk = per_kv.div_ceil(units_per_kv);
+        let whole = self.n_kv_heads - self.n_kv_heads % threads.max(1);
+        let split = self.n_kv_heads - whole;
+        let parts = |kvh: usize| {
+            if kvh < whole {
+                1
+            } else {
+                threads.div_ceil(split).clamp(1, per_kv)
+            }
+        };
         let mut by_kv: Vec<Pairs> = (0..self.n_kv_heads).map(|_| Vec::new()).collect();
         for (pair, o) in out.chunks_mut(self.head_dim).enumerate() {
             by_kv[pair % self.n_heads / group].push((pair, o));
         }
         let mut units = Vec::new();
         for (kvh, mut pairs) in by_kv.into_iter().enumerate() {
+            let chunk = per_kv.div_ceil(parts(kvh));
             while !pairs.is_empty() {
                 let rest = pairs.split_off(chunk.min(pairs.len()));
                 units.push((kvh, pairs));

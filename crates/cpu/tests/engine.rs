@@ -196,12 +196,33 @@ fn a_block_asked_for_its_last_rows_gives_them_and_the_same_cache() {
 
 /// A block long enough for the element-wise work between the products to be split among the
 /// threads (SiLU, the products' transposes) gives the bits of one thread and of one token at a
-/// time.
+/// time, on every instruction set (x86's attention widens a KV head's rows once a unit of
+/// pairs: three KV heads on two threads are two whole units and a halved one, two on three
+/// threads four halves).
 #[test]
 fn a_long_block_gives_the_same_bits_on_any_thread_count() {
     let long: Vec<u32> = (0..41u32).map(|i| (i * 53 + 9) % 250).collect();
-    for (name, spec) in models().into_iter().take(2) {
+    let three_kv_heads = TinyModel {
+        n_embd: 768,
+        n_heads: 12,
+        n_kv_heads: 3,
+        ..TinyModel::llama()
+    };
+    let specs = models().into_iter().take(2);
+    for (name, spec) in specs.chain([("llama, 3 KV heads", three_kv_heads)]) {
         let f = file(&spec);
+        for isa in Isa::ALL.into_iter().filter(|isa| isa.is_available()) {
+            let run = |threads: usize| {
+                let mut m = CpuEngine::load(f.clone(), &options(isa, threads)).unwrap();
+                // The block behind a prompt: the cache's chunks and the block's slots both.
+                block_on(m.forward(&Batch::causal(&long[..29], 0))).unwrap();
+                rows(&block_on(m.forward(&Batch::causal(&long[29..], 29))).unwrap())
+            };
+            let one = run(1);
+            for threads in [2, 3] {
+                assert_eq!(run(threads), one, "{name}, {isa:?}: {threads} threads");
+            }
+        }
         let run = |threads: usize| {
             let mut m = CpuEngine::load(f.clone(), &options(Isa::Scalar, threads)).unwrap();
             rows(&block_on(m.forward(&Batch::causal(&long, 0))).unwrap())
