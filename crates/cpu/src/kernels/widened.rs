@@ -22,7 +22,7 @@ impl Kernels {
         out.resize(count * rows.len, 0.0);
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
+            // SAFETY: an x86 ISA is only chosen where the CPU has it (here and below).
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
             _ => {
                 for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
@@ -76,7 +76,7 @@ impl Kernels {
         let len = q.len();
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: an x86 ISA is only chosen where the CPU has it.
+            // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe {
                 avx2::scores_dense(q, k, (count, len), scale, out)
             },
