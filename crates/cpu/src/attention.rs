@@ -35,7 +35,7 @@ impl Attention<'_> {
         let group = self.n_heads / self.n_kv_heads;
         if self.kernels.widens_kv() && self.n * group > 1 {
             let units = Mutex::new(self.units(&mut out, team.threads()).into_iter());
-            team.run(&|| {
+            team.run(&|_| {
                 let mut scratch = Scratch::default();
                 loop {
                     let next = units.lock().unwrap_or_else(|e| e.into_inner()).next();
@@ -46,7 +46,7 @@ impl Attention<'_> {
             return out;
         }
         let queue = Mutex::new(out.chunks_mut(hd).enumerate());
-        team.run(&|| {
+        team.run(&|_| {
             let mut scratch = Scratch::default();
             loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();

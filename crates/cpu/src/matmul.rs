@@ -2,15 +2,15 @@
 //! once per tile of [`TILE`] activation rows, and threads split the weight rows (never a
 //! reduction), so every output value is the same whatever `n`, the tiling or the threads.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use crate::activations::{q8_blocks_per_row, Activations};
 use crate::error::CpuError;
 use crate::formats::WeightFormat;
 use crate::kernels::{Kernels, Out, TILE};
 use crate::packed::Layout;
-use crate::pool::Team;
+use crate::pool::{Padded, Team};
 
 /// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
 /// row after row.
@@ -104,22 +104,42 @@ pub fn matmul_many(
         q8k: x.q8k_ready(),
     };
     let matrices: Vec<Matrix> = jobs.iter().map(|(w, _)| *w).collect();
-    // A unit's outputs: its weight rows' part of each of the `n` rows of its job's
-    // `[n, rows]` result, which the kernels write in place.
+    // A unit: a job, its first weight row and how many; its outputs are those rows' part of
+    // each of the `n` rows of the job's `[n, rows]` result, which the kernels write in place.
     let mut units: Vec<Unit> = Vec::new();
-    for (j, (w, out)) in jobs.iter_mut().enumerate() {
+    for (j, (w, out)) in jobs.iter().enumerate() {
         debug_assert_eq!(out.len(), n * w.rows);
         debug_assert_eq!(x.cols, w.cols);
         let chunk = chunk_rows(w, team.threads());
-        let mut parts: Vec<_> = out
-            .chunks_mut(w.rows)
-            .map(|r| r.chunks_mut(chunk))
-            .collect();
-        for c in 0..w.rows.div_ceil(chunk) {
-            let unit: Vec<&mut [f32]> = parts.iter_mut().filter_map(Iterator::next).collect();
-            units.push((j, c * chunk, unit));
-        }
+        units.extend(
+            (0..w.rows)
+                .step_by(chunk)
+                .map(|r| (j, r, chunk.min(w.rows - r))),
+        );
     }
+    let outs = Outputs(jobs.iter_mut().map(|(_, out)| out.as_mut_ptr()).collect());
+    let compute = |(j, first_row, rows): Unit| {
+        let w = &matrices[j];
+        for t in (0..n).step_by(TILE).map(|t| t..(t + TILE).min(n)) {
+            let mut tile_out: [&mut [f32]; TILE] = Default::default();
+            for (slot, t) in tile_out.iter_mut().zip(t.clone()) {
+                // SAFETY: job `j`'s output is `n * w.rows` values (asserted above), borrowed
+                // mutably for this call; the units of a job have disjoint rows, and each unit
+                // is computed once, by one thread (`Shares::next` hands each index out once).
+                *slot = unsafe {
+                    std::slice::from_raw_parts_mut(outs.job(j).add(t * w.rows + first_row), rows)
+                };
+            }
+            compute_tile(
+                kernels,
+                w,
+                &input,
+                first_row,
+                t.clone(),
+                &mut tile_out[..t.len()],
+            );
+        }
+    };
     // Each thread walks its own contiguous share of the units in order, so its weight reads
     // are one sequential stream the hardware prefetches (units dealt out one by one from a
     // shared queue left every thread a stream broken every few kilobytes: two threads decoded
@@ -128,32 +148,36 @@ pub fn matmul_many(
     let shares = team.threads().min(units.len());
     if shares <= 1 {
         // One thread (always in wasm): the units in order, with nothing to share.
-        for (j, first_row, mut part) in units {
-            compute_rows(kernels, &matrices[j], &input, first_row, &mut part);
-        }
+        units.into_iter().for_each(compute);
         return;
     }
     let plan = Shares::new(units.len(), shares);
-    let units: Vec<Mutex<Option<Unit>>> = units.into_iter().map(|u| Mutex::new(Some(u))).collect();
-    let arrivals = AtomicUsize::new(0);
-    team.run(&|| {
-        let me = arrivals.fetch_add(1, Ordering::Relaxed) % shares;
+    team.run(&|thread| {
+        let me = thread % shares;
         while let Some(i) = plan.next(me) {
-            // Each index is taken once; a poisoned lock means another thread panicked, and
-            // its panic is what gets reported.
-            let unit = units[i].lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some((j, first_row, mut part)) = unit {
-                compute_rows(kernels, &matrices[j], &input, first_row, &mut part);
-            }
+            compute(units[i]);
         }
     });
+}
+
+/// Each job's output (`[n, rows]`), written by the team's threads in disjoint units.
+struct Outputs(Vec<*mut f32>);
+
+// SAFETY: the threads write through these pointers only to the disjoint parts of their units
+// (see `matmul_many`), while the outputs are borrowed mutably for the product.
+unsafe impl Sync for Outputs {}
+
+impl Outputs {
+    fn job(&self, j: usize) -> *mut f32 {
+        self.0[j]
+    }
 }
 
 /// `count` units in contiguous shares, one per thread: each thread takes its own share's units
 /// in order, then what is left of the others' (in share order after its own).
 struct Shares {
-    bounds: Vec<usize>,        // [shares + 1]: share s is bounds[s]..bounds[s + 1]
-    cursors: Vec<AtomicUsize>, // [shares]: the next unit of each share
+    bounds: Vec<usize>, // [shares + 1]: share s is bounds[s]..bounds[s + 1]
+    cursors: Vec<Padded<AtomicUsize>>, // [shares]: the next unit of each share
 }
 
 impl Shares {
@@ -161,7 +185,7 @@ impl Shares {
         let bounds: Vec<usize> = (0..=shares).map(|s| s * count / shares).collect();
         let cursors = bounds[..shares]
             .iter()
-            .map(|&b| AtomicUsize::new(b))
+            .map(|&b| Padded(AtomicUsize::new(b)))
             .collect();
         Shares { bounds, cursors }
     }
@@ -176,9 +200,8 @@ impl Shares {
     }
 }
 
-/// A unit of work: job, first weight row, and its outputs (`[n][rows]`: each input row's
-/// values for the unit's weight rows).
-type Unit<'o> = (usize, usize, Vec<&'o mut [f32]>);
+/// A unit of work: job, first weight row, weight rows.
+type Unit = (usize, usize, usize);
 
 /// Weight bytes per unit of work, so that a unit's rows stay in the L2 cache while every
 /// tile of input rows passes over them.
@@ -186,7 +209,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 
 /// Rows per unit of work: few enough to stay in cache, and several units per thread, since
 /// one unit per thread would leave a thread idle when another is slowed (a busy machine);
-/// each unit costs a queue lock.
+/// each unit costs a turn of a shared cursor.
 fn chunk_rows(w: &Matrix, threads: usize) -> usize {
     let by_cache = (CHUNK_BYTES / w.row_bytes()).max(1);
     let by_threads = if threads > 1 {
@@ -204,47 +227,46 @@ struct Input<'a> {
     q8k: &'a [crate::activations::BlockQ8K], // [n, cols / 256] (when needed)
 }
 
-/// Rows `first_row..` of `w` times every input row into `part` (`[n][rows]`).
-fn compute_rows(
+/// Weight rows `first_row..first_row + out rows` of `w` times input rows `t` into `out`
+/// (`[t.len()][rows]`).
+fn compute_tile(
     kernels: Kernels,
     w: &Matrix,
     x: &Input,
     first_row: usize,
-    part: &mut [&mut [f32]],
+    t: Range<usize>,
+    out: &mut [&mut [f32]],
 ) {
     let rb = w.row_bytes();
-    let rows = part.first().map_or(0, |p| p.len());
+    let rows = out.first().map_or(0, |p| p.len());
     let w_rows = &w.bytes[first_row * rb..(first_row + rows) * rb];
-    for (tile_index, tile_out) in part.chunks_mut(TILE).enumerate() {
-        let t = tile_index * TILE..tile_index * TILE + tile_out.len();
-        let out = Out::new(tile_out);
-        match w.format {
-            WeightFormat::Float(f) => {
-                let x = &x.f32_rows[t.start * w.cols..t.end * w.cols];
-                kernels.float_rows(f, w_rows, rb, x, out)
-            }
-            WeightFormat::Q32(f) => {
-                let nb = q8_blocks_per_row(w.cols);
-                kernels.q32_rows(
-                    f,
-                    w.layout,
-                    w_rows,
-                    rb,
-                    x.q8.tile(t.start, t.len(), nb),
-                    out,
-                )
-            }
-            WeightFormat::K(f) => {
-                let nb = w.cols / 256;
-                kernels.k_rows(
-                    f,
-                    w.layout,
-                    w_rows,
-                    rb,
-                    &x.q8k[t.start * nb..t.end * nb],
-                    out,
-                )
-            }
+    let out = Out::new(out);
+    match w.format {
+        WeightFormat::Float(f) => {
+            let x = &x.f32_rows[t.start * w.cols..t.end * w.cols];
+            kernels.float_rows(f, w_rows, rb, x, out)
+        }
+        WeightFormat::Q32(f) => {
+            let nb = q8_blocks_per_row(w.cols);
+            kernels.q32_rows(
+                f,
+                w.layout,
+                w_rows,
+                rb,
+                x.q8.tile(t.start, t.len(), nb),
+                out,
+            )
+        }
+        WeightFormat::K(f) => {
+            let nb = w.cols / 256;
+            kernels.k_rows(
+                f,
+                w.layout,
+                w_rows,
+                rb,
+                &x.q8k[t.start * nb..t.end * nb],
+                out,
+            )
         }
     }
 }

@@ -27,7 +27,7 @@ pub fn for_each_chunk<T: Send>(
         return;
     }
     let queue = Mutex::new(data.chunks_mut(len.max(1)).enumerate());
-    team.run(&|| loop {
+    team.run(&|_| loop {
         // A poisoned lock means another thread panicked, and its panic is what gets reported.
         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
         let Some((i, chunk)) = next else { break };

@@ -3,12 +3,15 @@
 //! count or on which thread took which rows.
 //!
 //! A forward runs a few hundred short parallel steps (seven products and an attention per
-//! layer), too many to spawn threads for each: natively the team's threads live for the whole
-//! forward (one `std::thread::scope`); in the browser (wasm32 with atomics, [`web_workers`])
-//! they are Web Workers that live as long as the page's engine. Either way they wait for each
-//! step by spinning briefly (steps come tens of microseconds apart), then sleeping until the
-//! caller wakes them, so that a waiting worker never takes a core the caller needs on a busy
-//! machine.
+//! layer), too many to spawn threads for each: the workers persist ([`persistent`]: std threads
+//! natively, Web Workers in the browser) and wait for each step by spinning briefly (steps come
+//! microseconds apart), then sleeping until the caller wakes them, so that a waiting worker
+//! never takes a core the caller needs on a busy machine. A team that finds the persistent
+//! workers in use (two engines forwarding at once) spawns threads for its forward natively.
+//!
+//! What the threads share each step sits on cache lines of its own, and a step's only
+//! read-modify-writes are the join and leave counts and the work queues' cursors: with 16
+//! threads, every shared line a step writes costs microseconds, a few hundred times a forward.
 //!
 //! On a busy machine a worker may not get a core for milliseconds. The caller never waits for
 //! a worker that has not joined a step: a worker joins a step only while it is open, the
@@ -31,12 +34,10 @@
 )]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
-// Natively too under test: its tests run the same code with std threads in the Web Workers' place.
-#[cfg(any(all(target_arch = "wasm32", target_feature = "atomics"), test))]
-pub mod web_workers;
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
+pub mod persistent;
 
 /// Threads of a team at most in the browser (the caller included): the Web Workers' pool is made
 /// once, this size.
@@ -50,15 +51,26 @@ pub struct Team<'a> {
 }
 
 /// The task of the current step, its lifetime erased (see [`Team::run`]).
-#[derive(Clone, Copy)]
-struct TaskPtr(*const (dyn Fn() + Sync + 'static));
+type TaskRef = &'static (dyn Fn(usize) + Sync + 'static);
 
-// SAFETY: the pointee is `Sync`, and `Team::run` keeps it alive while any thread may use it.
-unsafe impl Send for TaskPtr {}
+/// A value alone on its cache lines (two: x86 fetches lines in pairs), so that threads writing
+/// their own never slow each other's.
+#[repr(align(128))]
+#[derive(Default)]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// What the calling thread and the workers share.
 struct Shared {
-    task: Mutex<Option<TaskPtr>>,
+    /// The current step's task: the caller's reference to it, on the caller's stack for the
+    /// step (a lock here made 15 workers queue for it each step).
+    task: AtomicPtr<TaskRef>,
     /// Bumped once per step; a worker considers each step once.
     step: AtomicUsize,
     /// The step workers may still join, or [`CLOSED`].
@@ -68,12 +80,13 @@ struct Shared {
     stop: AtomicBool,
     worker_panicked: AtomicBool,
     /// Per worker: asleep (or about to be) until woken.
-    asleep: Vec<AtomicBool>,
+    asleep: Vec<Padded<AtomicBool>>,
     /// Workers with an id below this take part in the steps (all of them, natively; in the
     /// browser the workers persist and a team may want fewer than have started).
     enrolled: AtomicUsize,
-    /// Steps that a worker (not the caller) joined, counted to show the workers take part.
-    joined: AtomicUsize,
+    /// Per worker: steps it joined, counted to show the workers take part (each its own, so
+    /// that counting costs no shared write).
+    joined: Vec<Padded<AtomicUsize>>,
 }
 
 const CLOSED: usize = usize::MAX;
@@ -93,15 +106,20 @@ pub fn with_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
     if threads <= 1 {
         return f(&Team::alone());
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-    return web_workers::with_team(threads, f);
     #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
     return f(&Team::alone());
-    #[cfg(not(target_arch = "wasm32"))]
-    scoped_team(threads, f)
+    #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
+    match persistent::with_team(threads, f) {
+        Ok(result) => result,
+        #[cfg(not(target_arch = "wasm32"))]
+        Err(f) => scoped_team(threads, f),
+        #[cfg(target_arch = "wasm32")]
+        Err(f) => f(&Team::alone()),
+    }
 }
 
-/// A team whose workers are threads spawned for the duration of `f`.
+/// A team whose workers are threads spawned for the duration of `f`: natively, where the
+/// persistent workers are in use or the team is larger than they serve.
 #[cfg(not(target_arch = "wasm32"))]
 fn scoped_team<R>(threads: usize, f: impl FnOnce(&Team) -> R) -> R {
     let shared = Shared::new(threads - 1);
@@ -142,26 +160,32 @@ impl Team<'_> {
     }
 
     /// Runs `task` on every thread of the team and returns when all are done. Tasks split
-    /// their work by taking items from a shared queue until it is empty.
-    pub fn run(&self, task: &(dyn Fn() + Sync)) {
+    /// their work by taking items from a shared queue until it is empty. A task's argument is
+    /// its thread's place in the team (0 for the caller; distinct, below `threads()`), which
+    /// costs no shared count to learn.
+    pub fn run(&self, task: &(dyn Fn(usize) + Sync)) {
         let Some(shared) = self.shared else {
-            task();
+            task(0);
             return;
         };
         // SAFETY: only the lifetime is erased. A worker calls the task only after joining the
         // open step (`active` incremented, then `open` seen equal to the step), and this
         // function closes the step and waits for `active` to reach zero before it returns
-        // (or unwinds: `CloseOnDrop`), so the task outlives every use.
-        let ptr: *const (dyn Fn() + Sync + '_) = task;
-        let ptr: *const (dyn Fn() + Sync + 'static) = unsafe { std::mem::transmute(ptr) };
-        *shared.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(TaskPtr(ptr));
+        // (or unwinds: `CloseOnDrop`, dropped before `task`), so the task and `task`, the
+        // reference the workers read through `Shared::task`, outlive every use.
+        let task: TaskRef = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync + '_), _>(task) };
+        shared
+            .task
+            .store(&task as *const TaskRef as *mut TaskRef, Ordering::SeqCst);
         let step = shared.step.load(Ordering::Relaxed).wrapping_add(1) % CLOSED;
         shared.open.store(step, Ordering::SeqCst);
-        shared.step.store(step, Ordering::SeqCst);
-        // A worker that went to sleep before seeing the step is woken (it set `asleep`
-        // before checking `step`, so one of the two sides sees the other).
+        // A swap, not a store, before reading `asleep`: see the module's comment.
+        shared.step.swap(step, Ordering::SeqCst);
+        // A worker that went to sleep before seeing the step is woken (it set `asleep` before
+        // checking `step`, so one of the two sides sees the other). Read first: a flag that is
+        // down stays on the cache lines every core shares, where writing it would take the line.
         for (flag, worker) in shared.asleep.iter().zip(&self.workers) {
-            if flag.swap(false, Ordering::SeqCst) {
+            if flag.load(Ordering::SeqCst) && flag.swap(false, Ordering::SeqCst) {
                 worker.unpark();
             }
         }
@@ -171,10 +195,11 @@ impl Team<'_> {
             fn drop(&mut self) {
                 self.0.close_step();
                 wait_until(|| !self.0.workers_in_step());
+                self.0.task.store(std::ptr::null_mut(), Ordering::SeqCst);
             }
         }
         let close = CloseOnDrop(shared);
-        task();
+        task(0);
         drop(close);
         if shared.worker_panicked.load(Ordering::Relaxed) {
             panic!("a worker thread of the CPU engine panicked");
@@ -186,16 +211,21 @@ impl Shared {
     /// Room for `workers` workers, all enrolled.
     fn new(workers: usize) -> Self {
         Shared {
-            task: Mutex::new(None),
+            task: AtomicPtr::new(std::ptr::null_mut()),
             step: AtomicUsize::new(0),
             open: AtomicUsize::new(CLOSED),
             active: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             worker_panicked: AtomicBool::new(false),
-            asleep: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            asleep: (0..workers).map(|_| Padded::default()).collect(),
             enrolled: AtomicUsize::new(workers),
-            joined: AtomicUsize::new(0),
+            joined: (0..workers).map(|_| Padded::default()).collect(),
         }
+    }
+
+    /// Steps that some worker joined, all workers together.
+    fn steps_joined(&self) -> usize {
+        self.joined.iter().map(|j| j.load(Ordering::Relaxed)).sum()
     }
 
     /// A worker's life: join each step that is still open when it gets there, until told
@@ -212,15 +242,17 @@ impl Shared {
                 continue;
             }
             if self.join_step(seen) {
-                self.joined.fetch_add(1, Ordering::Relaxed);
-                let task = *self.task.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(TaskPtr(ptr)) = task {
-                    // SAFETY: see `Team::run`: the step is open and this thread is counted in
-                    // `active`, so the caller waits for it before the task goes away. A panic
-                    // is reported by the caller of `run`; the worker stays in the team.
-                    if catch_unwind(AssertUnwindSafe(|| unsafe { (*ptr)() })).is_err() {
-                        self.worker_panicked.store(true, Ordering::Relaxed);
-                    }
+                let joined = &self.joined[id];
+                joined.store(joined.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                let task = self.task.load(Ordering::SeqCst);
+                // SAFETY: see `Team::run`: the step is open and this thread is counted in
+                // `active`, so the caller waits for it before the task (and the reference to
+                // it that `task` points to) goes away. A panic is reported by the caller of
+                // `run`; the worker stays in the team.
+                if !task.is_null()
+                    && catch_unwind(AssertUnwindSafe(|| unsafe { (*task)(id + 1) })).is_err()
+                {
+                    self.worker_panicked.store(true, Ordering::Relaxed);
                 }
             }
             self.leave_step();
@@ -304,8 +336,15 @@ mod tests {
                     let next = AtomicUsize::new(0);
                     let sum = AtomicUsize::new(0);
                     let runs = AtomicUsize::new(0);
-                    team.run(&|| {
+                    let places: Vec<AtomicBool> =
+                        (0..threads).map(|_| AtomicBool::new(false)).collect();
+                    team.run(&|place| {
                         runs.fetch_add(1, Ordering::Relaxed);
+                        // Each thread in the step has a place of its own in the team.
+                        assert!(
+                            !places[place].swap(true, Ordering::Relaxed),
+                            "place {place} twice"
+                        );
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             if i >= 100 {
@@ -317,6 +356,7 @@ mod tests {
                     // The caller always runs the task; a worker only if it came in time.
                     let runs = runs.load(Ordering::Relaxed);
                     assert!((1..=team.threads()).contains(&runs), "{runs} runs");
+                    assert!(places[0].load(Ordering::Relaxed), "the caller's place is 0");
                     total += sum.load(Ordering::Relaxed);
                 }
                 total
@@ -382,7 +422,7 @@ mod tests {
         let caught = catch_unwind(|| {
             with_team(2, |team| {
                 let first = AtomicBool::new(true);
-                team.run(&|| {
+                team.run(&|_| {
                     // The first thread to arrive panics, whichever it is.
                     if first.swap(false, Ordering::Relaxed) {
                         panic!("boom");

@@ -99,7 +99,7 @@ struct PoolStats {
 #[wasm_bindgen(js_name = cpuPoolStats)]
 pub fn cpu_pool_stats() -> Result<JsValue, JsValue> {
     #[cfg(target_feature = "atomics")]
-    let (workers, steps_joined) = runahead_cpu::pool::web_workers::stats();
+    let (workers, steps_joined) = runahead_cpu::pool::persistent::stats();
     #[cfg(not(target_feature = "atomics"))]
     let (workers, steps_joined) = (0, 0);
     Ok(crate::to_js(&PoolStats {
@@ -115,7 +115,7 @@ pub fn cpu_pool_stats() -> Result<JsValue, JsValue> {
 #[cfg(target_feature = "atomics")]
 #[wasm_bindgen(js_name = runPoolWorker)]
 pub fn run_pool_worker() {
-    runahead_cpu::pool::web_workers::run_worker();
+    runahead_cpu::pool::persistent::run_worker();
 }
 
 /// `[module, memory]`: what a pool worker instantiates (this compiled module, on this shared
