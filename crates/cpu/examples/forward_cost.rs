@@ -39,8 +39,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
+    // FORWARD_COST_CONTEXT=2048: the KV cache's capacity (runahead bench's), default just
+    // above what the forwards use.
+    let context: usize = std::env::var("FORWARD_COST_CONTEXT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(prompt_len + 128);
     let options = CpuOptions {
-        context: Some(prompt_len + 128),
+        context: Some(context),
         threads,
         isa,
     };
