@@ -250,6 +250,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "\nGreedy outputs identical across backends: {}",
         if same { "yes" } else { "no" }
     )?;
+    if !same {
+        let names: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
+        for line in agreement(&names, &outputs) {
+            writeln!(md, "- {line}")?;
+        }
+    }
     if !args.block_sizes.is_empty() {
         writeln!(
             md,
@@ -460,4 +466,61 @@ fn measure<M: LanguageModel>(
         outputs.push(g.tokens);
     }
     Ok((total, outputs))
+}
+
+/// Which backends' greedy outputs agree, pair by pair, and where the first difference is.
+/// The cpu engine rounds activations to 8 bits inside its products (as llama.cpp does) where
+/// the reference and the gpu engine keep f32, so its greedy text may part from theirs where
+/// two candidates are nearly tied: that is said, not hidden behind a bare "no".
+fn agreement(backends: &[&str], outputs: &[Vec<Vec<u32>>]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for i in 0..outputs.len() {
+        for j in i + 1..outputs.len() {
+            let (a, b) = (&outputs[i], &outputs[j]);
+            // Per differing prompt, the 1-based position of its first differing token.
+            let first: Vec<String> = a
+                .iter()
+                .zip(b)
+                .filter(|(x, y)| x != y)
+                .map(|(x, y)| x.iter().zip(y).take_while(|(p, q)| p == q).count() + 1)
+                .map(|t| t.to_string())
+                .collect();
+            let pair = format!("{} and {}", backends[i], backends[j]);
+            lines.push(match first.is_empty() {
+                true => format!("{pair}: identical on every prompt"),
+                false => format!(
+                    "{pair}: differ on {} of {} prompts (first differing token: {}){}",
+                    first.len(),
+                    a.len().min(b.len()),
+                    first.join(", "),
+                    if backends[i] == "cpu" || backends[j] == "cpu" {
+                        ": the cpu engine rounds activations to 8 bits inside its products, \
+                         as llama.cpp does; the reference and the gpu engine keep f32"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agreement;
+
+    #[test]
+    fn agreement_names_the_pairs_and_the_first_difference() {
+        let same = vec![vec![1, 2, 3], vec![4, 5]];
+        let parted = vec![vec![1, 2, 9], vec![4, 5]];
+        let lines = agreement(&["reference", "gpu", "cpu"], &[same.clone(), same, parted]);
+        assert_eq!(lines[0], "reference and gpu: identical on every prompt");
+        assert!(
+            lines[1].starts_with("reference and cpu: differ on 1 of 2 prompts (first differing token: 3): the cpu engine"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].starts_with("gpu and cpu: differ on 1 of 2 prompts"));
+    }
 }
