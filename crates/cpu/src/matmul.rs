@@ -108,7 +108,8 @@ pub fn matmul_many(
     // each of the `n` rows of the job's `[n, rows]` result, which the kernels write in place.
     let mut units: Vec<Unit> = Vec::new();
     for (j, (w, out)) in jobs.iter().enumerate() {
-        debug_assert_eq!(out.len(), n * w.rows);
+        // Not only in debug builds: the units below write through raw pointers.
+        assert_eq!(out.len(), n * w.rows, "a product's output size");
         debug_assert_eq!(x.cols, w.cols);
         let chunk = chunk_rows(w, team.threads());
         units.extend(
@@ -123,7 +124,7 @@ pub fn matmul_many(
         for t in (0..n).step_by(TILE).map(|t| t..(t + TILE).min(n)) {
             let mut tile_out: [&mut [f32]; TILE] = Default::default();
             for (slot, t) in tile_out.iter_mut().zip(t.clone()) {
-                // SAFETY: job `j`'s output is `n * w.rows` values (asserted above), borrowed
+                // SAFETY: job `j`'s output is `n * w.rows` values (checked above), borrowed
                 // mutably for this call; the units of a job have disjoint rows, and each unit
                 // is computed once, by one thread (`Shares::next` hands each index out once).
                 *slot = unsafe {
