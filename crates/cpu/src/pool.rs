@@ -9,9 +9,10 @@
 //! never takes a core the caller needs on a busy machine. A team that finds the persistent
 //! workers in use (two engines forwarding at once) spawns threads for its forward natively.
 //!
-//! What the threads share each step sits on cache lines of its own, and a step's only
-//! read-modify-writes are the join and leave counts and the work queues' cursors: with 16
-//! threads, every shared line a step writes costs microseconds, a few hundred times a forward.
+//! What each thread writes sits on cache lines of its own; besides the caller opening and
+//! closing a step, the only shared lines a step writes are the join and leave counts and the
+//! work queues: with 16 threads, every shared line a step writes costs microseconds, a few
+//! hundred times a forward.
 //!
 //! On a busy machine a worker may not get a core for milliseconds. The caller never waits for
 //! a worker that has not joined a step: a worker joins a step only while it is open, the
