@@ -47,6 +47,12 @@ pub struct SuiteArgs {
     /// browser bench runs the same prompts (scripts/browser-spec-bench.sh).
     #[arg(long)]
     pub dump_prompts: Option<PathBuf>,
+    /// Also write each prompt's token ids and its plain (greedy) output, with the cost model
+    /// the run ended with, to this file (JSON): drafters can then be replayed against the
+    /// target's real outputs without the model (`cargo run --release -p runahead-speculate
+    /// --example replay -- FILE`).
+    #[arg(long)]
+    pub traces: Option<PathBuf>,
 }
 
 fn select_suites(args: &SuiteArgs, which: &str) -> Result<Vec<Suite>> {
@@ -136,6 +142,13 @@ pub fn run(
         .collect::<Result<_>>()?;
     let mut rows = Vec::new();
     let mut devices = Vec::new();
+    let mut traces = Traces::default();
+    let run = SuiteRun {
+        suites: &suites,
+        encoded: &encoded,
+        max_tokens,
+        fixed_depth,
+    };
     for backend in backends.split(',').map(str::trim) {
         match backend {
             "cpu" => {
@@ -152,10 +165,8 @@ pub fn run(
                     &mut m,
                     "cpu",
                     drafters,
-                    &suites,
-                    &encoded,
-                    max_tokens,
-                    fixed_depth,
+                    &run,
+                    &mut traces,
                 )?);
             }
             "reference" => {
@@ -174,10 +185,8 @@ pub fn run(
                     &mut m,
                     "reference",
                     drafters,
-                    &suites,
-                    &encoded,
-                    max_tokens,
-                    fixed_depth,
+                    &run,
+                    &mut traces,
                 )?);
             }
             "gpu" => {
@@ -201,29 +210,74 @@ pub fn run(
                     &mut m,
                     "gpu",
                     drafters,
-                    &suites,
-                    &encoded,
-                    max_tokens,
-                    fixed_depth,
+                    &run,
+                    &mut traces,
                 )?);
             }
             other => bail!("unknown backend '{other}' (cpu, reference, gpu)"),
         }
     }
+    if let Some(path) = &args.traces {
+        std::fs::write(path, serde_json::to_string(&traces)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "[wrote {} prompts' outputs to {}]",
+            traces.prompts.len(),
+            path.display()
+        );
+    }
     write_report(model, &devices, max_tokens, args, &rows)
 }
 
+/// What `--traces` writes: every prompt's plain output on the first backend, and the cost of
+/// 1..=16 rows behind [`TRACE_CONTEXTS`] as the run ended.
+#[derive(Default, serde::Serialize)]
+struct Traces {
+    backend: String,
+    /// Seconds of a forward of 1..=16 rows, one list per context of [`TRACE_CONTEXTS`].
+    cost: Vec<(usize, Vec<f64>)>,
+    prompts: Vec<Trace>,
+}
+
+#[derive(serde::Serialize)]
+struct Trace {
+    suite: String,
+    kind: SuiteKind,
+    prompt: Vec<u32>,
+    output: Vec<u32>,
+}
+
+/// Contexts the traces' cost is written at (the calibration's own two).
+const TRACE_CONTEXTS: [usize; 2] = [64, 1024];
+
 type NamedDrafter = (String, Option<Box<dyn Drafter>>);
+
+/// What every backend runs: the suites, their prompts' ids, and how.
+struct SuiteRun<'a> {
+    suites: &'a [Suite],
+    encoded: &'a [Vec<Vec<u32>>],
+    max_tokens: usize,
+    fixed_depth: Option<usize>,
+}
 
 fn bench_backend<M: LanguageModel>(
     m: &mut M,
     backend: &str,
     mut drafters: Vec<NamedDrafter>,
-    suites: &[Suite],
-    encoded: &[Vec<Vec<u32>>],
-    max_tokens: usize,
-    fixed_depth: Option<usize>,
+    run: &SuiteRun,
+    traces: &mut Traces,
 ) -> Result<Vec<BenchRow>> {
+    let &SuiteRun {
+        suites,
+        encoded,
+        max_tokens,
+        fixed_depth,
+    } = run;
+    // Only the first backend's outputs are kept (the others' may differ: 8-bit activations).
+    let tracing = traces.backend.is_empty();
+    if tracing {
+        traces.backend = backend.to_owned();
+    }
     let depth = match fixed_depth {
         Some(n) => Depth::Fixed(n),
         None => {
@@ -282,6 +336,14 @@ fn bench_backend<M: LanguageModel>(
                 );
             }
             plain.add(&again.stats);
+            if tracing {
+                traces.prompts.push(Trace {
+                    suite: suite.name.clone(),
+                    kind: suite.kind,
+                    prompt: p.clone(),
+                    output: want.tokens,
+                });
+            }
         }
         for ((name, drafter), spec) in drafters.iter().zip(&spec) {
             if drafter.is_none() {
@@ -311,6 +373,15 @@ fn bench_backend<M: LanguageModel>(
     }
     if let Depth::Adaptive(a) = &spec_opts.depth {
         print_cost(backend, "after the run", &a.cost);
+        if tracing {
+            traces.cost = TRACE_CONTEXTS
+                .iter()
+                .map(|&c| {
+                    let curve = a.cost.at(c);
+                    (c, (1..=16).map(|r| curve.seconds(r)).collect())
+                })
+                .collect();
+        }
     }
     Ok(rows)
 }

@@ -33,8 +33,12 @@ pub struct CostModel {
     /// Online: measured over modeled time across all forwards (the device's state now:
     /// thermal throttling, a busy tab).
     drift: f64,
-    /// Online: per block size, what remains of that ratio after `drift`.
-    correction: PerBlock,
+    /// Online: what remains of that ratio after `drift`, at the timed block sizes
+    /// ([`TIMED_ROWS`]) and linear between them. Per size, the sizes a generation happens not
+    /// to verify kept their calibrated cost times the whole drift while the ones it verifies
+    /// were corrected, and the curve went up and down (three rows dearer than four): a size
+    /// priced too high is never tried, so it never came back down.
+    correction: [f64; TIMED_ROWS.len()],
     /// Calibrated behind `near` entries and waiting for a second, long context.
     far_pending: bool,
 }
@@ -71,7 +75,7 @@ impl CostModel {
             near,
             per_entry,
             drift: 1.0,
-            correction: [1.0; BLOCKS],
+            correction: [1.0; TIMED_ROWS.len()],
             far_pending: false,
         }
     }
@@ -143,8 +147,9 @@ impl CostModel {
 
     /// The cost of every block size behind `context` cached entries.
     pub fn at(&self, context: usize) -> CostCurve {
-        let mut seconds: PerBlock =
-            std::array::from_fn(|i| self.modeled(i + 1, context) * self.drift * self.correction[i]);
+        let mut seconds: PerBlock = std::array::from_fn(|i| {
+            self.modeled(i + 1, context) * self.drift * self.correction_at(i + 1)
+        });
         make_non_decreasing(&mut seconds);
         CostCurve { seconds }
     }
@@ -156,12 +161,34 @@ impl CostModel {
             return;
         }
         let ratio = seconds / self.modeled(rows, context);
-        let c = &mut self.correction[rows - 1];
         // The common drift moves faster than a size's own residual, so that a change of the
         // device's state reaches the sizes that are not being verified at the moment.
-        self.drift = (0.8 * self.drift + 0.2 * ratio / *c).clamp(0.1, 10.0);
-        *c = (0.9 * *c + 0.1 * ratio / self.drift).clamp(0.1, 10.0);
+        self.drift = (0.8 * self.drift + 0.2 * ratio / self.correction_at(rows)).clamp(0.1, 10.0);
+        // The residual moves the timed sizes around `rows`, each by its share of it.
+        let residual = ratio / self.drift;
+        for (k, share) in knots(rows) {
+            let c = &mut self.correction[k];
+            *c = (*c + 0.1 * share * (residual - *c)).clamp(0.1, 10.0);
+        }
     }
+
+    /// The online correction of `rows`, between those of the timed sizes around it.
+    fn correction_at(&self, rows: usize) -> f64 {
+        knots(rows)
+            .into_iter()
+            .map(|(k, share)| share * self.correction[k])
+            .sum()
+    }
+}
+
+/// The timed sizes around `rows` (`1..=BLOCKS`) with their linear weights (summing to 1).
+fn knots(rows: usize) -> [(usize, f64); 2] {
+    let last = TIMED_ROWS.len() - 1;
+    let rows = rows.clamp(TIMED_ROWS[0], TIMED_ROWS[last]);
+    let k = TIMED_ROWS.partition_point(|&t| t <= rows).clamp(1, last);
+    let (lo, hi) = (TIMED_ROWS[k - 1], TIMED_ROWS[k]);
+    let w = (rows - lo) as f64 / (hi - lo) as f64;
+    [(k - 1, 1.0 - w), (k, w)]
 }
 
 /// Seconds each cached entry adds per block size, from the calibration behind `near` entries
@@ -383,6 +410,29 @@ mod tests {
         assert_eq!(done.drift, c.drift, "online corrections are kept");
         let (got, want) = (done.modeled(16, 2000), synthetic(16, 2000));
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+    }
+
+    #[test]
+    fn sizes_between_observed_ones_follow_them() {
+        let mut c = CostModel::from_two_contexts(64, &samples_at(64), 512, &samples_at(512));
+        // One row slower than calibrated (say, the loop's own overhead), two and four rows as
+        // calibrated, three never verified: three stays between its neighbours.
+        for _ in 0..200 {
+            c.observe(1, 200, 1.15 * synthetic(1, 200));
+            c.observe(2, 200, synthetic(2, 200));
+            c.observe(4, 200, synthetic(4, 200));
+        }
+        let ratio = |rows| c.at(200).seconds(rows) / synthetic(rows, 200);
+        assert!((ratio(1) - 1.15).abs() < 0.01, "{}", ratio(1));
+        for rows in [2, 3, 4] {
+            assert!(
+                (ratio(rows) - 1.0).abs() < 0.01,
+                "{rows} rows: {}",
+                ratio(rows)
+            );
+        }
+        assert_eq!(knots(16), [(3, 0.0), (4, 1.0)]);
+        assert_eq!(knots(6), [(2, 0.5), (3, 0.5)]);
     }
 
     #[test]

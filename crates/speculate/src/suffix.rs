@@ -385,12 +385,15 @@ pub struct SuffixDrafter {
     pub min_score: f32,
     /// How well the trie's frequencies have predicted acceptance, per match length: after a
     /// match of one common token a continuation seen once says little (its frequency is 1/1),
-    /// after a match of twelve it says a lot. Accepted over expected, expected from the unscaled
-    /// frequencies (comparing with the scaled ones would converge to the root of the true
-    /// factor); each draft's confidences are scaled by its length's factor.
+    /// after a match of twelve it says a lot. A node's length is the draft's match plus the
+    /// nodes above it: a draft that has followed the output for six tokens is as likely to go
+    /// on as a match of seven (copying runs on, so acceptance rises down a chain, where one
+    /// factor for the whole draft had it fall geometrically). Accepted over expected per level
+    /// the verification reached, expected from the unscaled frequencies (comparing with the
+    /// scaled ones would converge to the root of the true factor).
     trust: RatioByLength,
-    /// Match length and trust factor of the last draft, for [`Drafter::observe`].
-    last: Option<(usize, f32)>,
+    /// Match length of the last draft, for [`Drafter::observe`].
+    last: Option<usize>,
 }
 
 impl Default for SuffixDrafter {
@@ -441,8 +444,9 @@ impl SuffixDrafter {
         };
     }
 
-    /// The draft for `context`: the better-scored of the request and global candidates, its
-    /// frequencies scaled by the trust earned by matches of its length.
+    /// The draft for `context`: the better-scored of the request and global candidates, each
+    /// node's frequency scaled by the trust earned at its own match length (the draft's match
+    /// plus the nodes above it: see [`SuffixDrafter::trust`]).
     pub fn draft(&mut self, context: &[u32], max_nodes: usize) -> Draft {
         self.request.sync(context);
         let mut best = Draft::empty("suffix");
@@ -452,18 +456,25 @@ impl SuffixDrafter {
             if let Some((node, matched)) = trie.longest_match(context) {
                 let depth = ((matched as f32 * self.depth_per_match).ceil() as usize).max(1);
                 let mut d = trie.expand(node, matched, max_nodes, depth, self.min_score);
-                // Frequencies are discounted, never inflated.
-                let factor = self.trust.ratio(matched).clamp(0.05, 1.0);
-                d.confidence.iter_mut().for_each(|c| *c *= factor);
+                let depths = d.depths();
+                for (c, depth) in d.confidence.iter_mut().zip(depths) {
+                    *c *= self.factor(matched, depth);
+                }
                 let score: f32 = d.path_confidence().iter().sum();
                 if score > best_score {
                     best = d;
                     best_score = score;
-                    self.last = Some((matched, factor));
+                    self.last = Some(matched);
                 }
             }
         }
         best
+    }
+
+    /// What a node's frequency is scaled by, `depth` below a match of `matched` tokens: the
+    /// trust earned at its match length, discounted, never inflated.
+    fn factor(&self, matched: usize, depth: usize) -> f32 {
+        self.trust.ratio(matched + depth - 1).clamp(0.05, 1.0)
     }
 }
 
@@ -480,17 +491,26 @@ impl Drafter for SuffixDrafter {
     }
 
     fn observe(&mut self, draft: &Draft, path: &[usize]) {
-        let Some((matched, factor)) = self.last.take() else {
+        let Some(matched) = self.last.take() else {
             return;
         };
-        // The frequencies' own estimate: undo the factor on every node of every path.
-        let expected: f32 = draft
-            .path_confidence()
-            .iter()
-            .zip(draft.depths())
-            .map(|(&c, depth)| c / factor.powi(depth as i32))
-            .sum();
-        self.trust.add(matched, path.len() as f32, expected);
+        // Each level the verification reached, judged on its own: the children of the last
+        // accepted node (the root's at first) at their match length, accepted or not against
+        // the frequencies' own estimate (the factor undone). Levels below the first rejection
+        // were never judged.
+        let depths = draft.depths();
+        for level in 0..=path.len() {
+            let parent = level.checked_sub(1).map(|l| path[l]);
+            let expected: f32 = draft
+                .children(parent)
+                .map(|c| draft.confidence[c] / self.factor(matched, depths[c]))
+                .sum();
+            if expected == 0.0 {
+                break;
+            }
+            let accepted = if level < path.len() { 1.0 } else { 0.0 };
+            self.trust.add(matched + level, accepted, expected);
+        }
     }
 
     fn finish(&mut self, prompt_len: usize, context: &[u32]) {
@@ -584,6 +604,26 @@ mod tests {
         assert_eq!(d.global_tokens(), 6, "the first output was evicted");
         assert!(d.draft(&[7, 101, 102], 4).is_empty());
         d.global.trie.check();
+    }
+
+    #[test]
+    fn each_level_of_a_draft_earns_trust_at_its_own_length() {
+        let mut d = SuffixDrafter::new(1000);
+        d.depth_per_match = 8.0;
+        // "9" was followed by 1 2 3 4 5: a one-token match, its chain five deep.
+        let context = [9, 1, 2, 3, 4, 5, 6, 9];
+        for _ in 0..40 {
+            let draft = d.draft(&context, 5);
+            assert_eq!(draft.tokens, [1, 2, 3, 4, 5]);
+            d.observe(&draft, &[0, 1]); // two accepted, the third rejected, every time
+        }
+        // Lengths 1 and 2 (the match, then one node down) kept their trust; length 3 lost it;
+        // deeper levels were never judged.
+        assert!(d.trust.ratio(1) > 0.95 && d.trust.ratio(2) > 0.95);
+        assert!(d.trust.ratio(3) < 0.05, "{}", d.trust.ratio(3));
+        assert_eq!(d.trust.ratio(4), 1.0);
+        let c = d.draft(&context, 5).confidence;
+        assert!(c[0] > 0.95 && c[1] > 0.95 && c[2] <= 0.05, "{c:?}");
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Replays model-free drafters against a target's real greedy outputs, without the model: the
+//! traces `runahead bench --suites ... --traces FILE` writes (each prompt's ids, its plain
+//! output, the cost of a forward of 1..=16 rows behind two contexts).
+//!
+//! Each step runs what `generate_with` runs around the forward: the drafter proposes from the
+//! prompt and the output so far, adaptive depth keeps the best nodes for the cost at that
+//! context, and the draft is "verified" against the known output (greedy acceptance: the
+//! longest path of the tree the output follows), then the drafter and the controller learn
+//! from it. The forward's time is the cost model's, so the speedup it prints is what the
+//! drafter and the depth policy would give with drafting free and timing noiseless: a way to
+//! compare drafters in seconds where the bench takes minutes and a noisy machine.
+//!
+//!   cargo run --release -p runahead-speculate --example replay -- traces.json [ngram,suffix,auto]
+//!
+//! With `REPLAY_ORACLE=1` each step verifies only the path that will be accepted: an upper
+//! bound for the depth policy with these drafts.
+
+use std::collections::BTreeMap;
+
+use runahead_speculate::{
+    AutoDrafter, CostModel, Depth, DepthController, Draft, DraftRequest, Drafter, NgramDrafter,
+    SamplingParams, StepRecord, SuffixDrafter, MAX_DRAFT,
+};
+
+struct Trace {
+    suite: String,
+    kind: String,
+    prompt: Vec<u32>,
+    output: Vec<u32>,
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_u64())
+                .map(|x| x as u32)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn load(path: &str) -> Result<(CostModel, Vec<Trace>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{path}: not JSON: {e}"))?;
+    let curve = |i: usize| -> Option<(usize, Vec<(usize, f64)>)> {
+        let c = v["cost"].get(i)?;
+        let context = c.get(0)?.as_u64()? as usize;
+        let seconds = c.get(1)?.as_array()?;
+        let samples = seconds
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| Some((r + 1, s.as_f64()?)))
+            .collect();
+        Some((context, samples))
+    };
+    let cost = match (curve(0), curve(1)) {
+        (Some((near, a)), Some((far, b))) => CostModel::from_two_contexts(near, &a, far, &b),
+        _ => {
+            return Err(format!(
+                "{path}: no cost (a run with --depth auto writes it)"
+            ))
+        }
+    };
+    let traces = v["prompts"]
+        .as_array()
+        .ok_or(format!("{path}: no prompts"))?
+        .iter()
+        .map(|p| Trace {
+            suite: p["suite"].as_str().unwrap_or("").to_owned(),
+            kind: p["kind"].as_str().unwrap_or("").to_owned(),
+            prompt: ids(&p["prompt"]),
+            output: ids(&p["output"]),
+        })
+        .collect();
+    Ok((cost, traces))
+}
+
+/// The longest path of `draft` that `want` begins with (greedy verification's outcome).
+fn accepted(draft: &Draft, want: &[u32]) -> Vec<usize> {
+    let mut path = Vec::new();
+    let mut node = None;
+    while let Some(&t) = want.get(path.len()) {
+        match draft.children(node).find(|&c| draft.tokens[c] == t) {
+            Some(c) => {
+                path.push(c);
+                node = Some(c);
+            }
+            None => break,
+        }
+    }
+    path
+}
+
+/// Seconds of plain decoding and of speculative decoding for one trace, and forwards.
+fn replay(
+    oracle: bool,
+    drafter: &mut dyn Drafter,
+    depth: &mut Depth,
+    cost: &CostModel,
+    t: &Trace,
+) -> (f64, f64, usize) {
+    let sampling = SamplingParams::greedy();
+    let mut controller = DepthController::new(depth.clone());
+    let Some(&first) = t.output.first() else {
+        return (0.0, 0.0, 0);
+    };
+    let mut history = t.prompt.clone();
+    history.push(first);
+    let (mut plain, mut spec, mut forwards) = (0.0, 0.0, 0);
+    let mut at = 1; // output tokens emitted
+    while at < t.output.len() {
+        // The cache holds everything but the last emitted token.
+        let base = history.len() - 1;
+        plain += cost.at(base).seconds(1);
+        controller.at_context(base);
+        let room = (t.output.len() - at - 1).min(MAX_DRAFT);
+        let mut draft = Draft::empty(drafter.name());
+        if room > 0 {
+            let budget = controller.budget(drafter.name(), false, 0.7, room);
+            if budget > 0 {
+                let request = DraftRequest {
+                    context: &history,
+                    max_nodes: budget,
+                    sampling: &sampling,
+                    cost: controller.cost(),
+                };
+                draft = pollster::block_on(drafter.propose(request)).unwrap_or(draft);
+                draft.truncate_to_best(room);
+            }
+        }
+        let proposed = draft.len();
+        let mut plan = controller.plan(&draft);
+        if oracle {
+            // The best any depth policy could do with this draft: verify just the path that
+            // will be accepted, when it pays.
+            let path = accepted(&draft, &t.output[at..]);
+            let curve = cost.at(base);
+            let keep = (0..=path.len())
+                .max_by(|&a, &b| {
+                    let rate = |k: usize| (k + 1) as f64 / curve.seconds(k + 1);
+                    rate(a).total_cmp(&rate(b))
+                })
+                .unwrap_or(0);
+            let mut kept = vec![false; draft.len()];
+            path[..keep].iter().for_each(|&n| kept[n] = true);
+            draft.retain(&kept);
+            plan.keep = draft.len();
+        }
+        let want = &t.output[at..];
+        let (expected, accepted_len) = if plan.keep == 0 && !draft.is_empty() {
+            // Not verified: judged on its first tokens, as generate_with does.
+            let depths = draft.depths();
+            draft.retain(&depths.iter().map(|&d| d == 1).collect::<Vec<_>>());
+            let path: Vec<usize> = draft
+                .children(None)
+                .find(|&c| draft.tokens[c] == want[0])
+                .into_iter()
+                .collect();
+            drafter.observe(&draft, &path);
+            let expected: f32 = draft.confidence.iter().sum();
+            draft = Draft::empty(draft.source);
+            (expected as f64, path.len())
+        } else {
+            draft.truncate_to_best(plan.keep);
+            let path = accepted(&draft, want);
+            if !draft.is_empty() {
+                drafter.observe(&draft, &path);
+            }
+            (plan.expected, path.len())
+        };
+        let rows = draft.len() + 1;
+        let seconds = cost.at(base).seconds(rows);
+        spec += seconds;
+        forwards += 1;
+        controller.record(StepRecord {
+            source: draft.source,
+            expected,
+            accepted: accepted_len,
+            proposed,
+            draft_seconds: 0.0,
+            verify_rows: rows,
+            verify_seconds: seconds,
+            context: base,
+        });
+        // The accepted tokens (none when the draft was only judged) and the target's own next.
+        let verified = if draft.is_empty() { 0 } else { accepted_len };
+        let emitted = (verified + 1).min(t.output.len() - at);
+        history.extend_from_slice(&t.output[at..at + emitted]);
+        // Plain decoding pays one forward per emitted token at its context.
+        for k in 1..emitted {
+            plain += cost.at(base + k).seconds(1);
+        }
+        at += emitted;
+    }
+    drafter.finish(t.prompt.len(), &history);
+    *depth = controller.into_depth();
+    (plain, spec, forwards)
+}
+
+fn make(name: &str) -> Option<Box<dyn Drafter>> {
+    Some(match name {
+        "ngram" => Box::new(NgramDrafter::default()),
+        "suffix" => Box::new(SuffixDrafter::default()),
+        "auto" => Box::new(AutoDrafter::new(SuffixDrafter::default(), None)),
+        _ => return None,
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(path) = args.get(1) else {
+        eprintln!("usage: replay TRACES.json [ngram,suffix,auto]");
+        std::process::exit(2);
+    };
+    let (cost, traces) = load(path).unwrap_or_else(|e| {
+        eprintln!("replay: {e}");
+        std::process::exit(1);
+    });
+    let names = args.get(2).map_or("suffix", String::as_str);
+    // REPLAY_ORACLE=1: each step verifies exactly the path that will be accepted (when that
+    // pays): the most any depth policy could make of the drafter's drafts.
+    let oracle = std::env::var("REPLAY_ORACLE").is_ok_and(|v| v == "1");
+    for name in names.split(',') {
+        let Some(mut drafter) = make(name) else {
+            eprintln!("replay: unknown drafter {name} (ngram, suffix, auto)");
+            std::process::exit(2);
+        };
+        let mut depth = Depth::adaptive(cost.clone());
+        // Per suite: plain seconds, speculative seconds, tokens, forwards.
+        let mut suites: BTreeMap<(String, String), (f64, f64, usize, usize)> = BTreeMap::new();
+        for t in &traces {
+            let (plain, spec, forwards) = replay(oracle, drafter.as_mut(), &mut depth, &cost, t);
+            let s = suites.entry((t.kind.clone(), t.suite.clone())).or_default();
+            s.0 += plain;
+            s.1 += spec;
+            s.2 += t.output.len();
+            s.3 += forwards;
+        }
+        let (mut p_all, mut s_all) = (0.0, 0.0);
+        for ((kind, _), (plain, spec, _, _)) in &suites {
+            if kind == "grounded" {
+                p_all += plain;
+                s_all += spec;
+            }
+        }
+        println!(
+            "{name:>7} grounded: {:.2}x over all tokens",
+            p_all / s_all.max(1e-12)
+        );
+        let mut by_kind: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for ((kind, suite), (plain, spec, tokens, forwards)) in &suites {
+            let speedup = plain / spec.max(1e-12);
+            by_kind.entry(kind).or_default().push(speedup);
+            println!(
+                "{name:>7} {suite:>16} ({kind}): {speedup:.2}x, {:.2} tokens per forward",
+                *tokens as f64 / (*forwards).max(1) as f64
+            );
+        }
+        for (kind, speedups) in by_kind {
+            let geomean = speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64;
+            println!(
+                "{name:>7} {kind}: geometric mean {:.2}x over {} suites",
+                geomean.exp(),
+                speedups.len()
+            );
+        }
+    }
+}
