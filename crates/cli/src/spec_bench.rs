@@ -161,13 +161,7 @@ pub fn run(
                         Ok((n.clone(), build_drafter(s, &tok, backend, context)?))
                     })
                     .collect::<Result<Vec<_>>>()?;
-                rows.extend(bench_backend(
-                    &mut m,
-                    "cpu",
-                    drafters,
-                    &run,
-                    &mut traces,
-                )?);
+                rows.extend(bench_backend(&mut m, "cpu", drafters, &run, &mut traces)?);
             }
             "reference" => {
                 let mut m = CpuModel::load(&file, Some(context))?;
@@ -206,13 +200,7 @@ pub fn run(
                         ))
                     })
                     .collect::<Result<Vec<_>>>()?;
-                rows.extend(bench_backend(
-                    &mut m,
-                    "gpu",
-                    drafters,
-                    &run,
-                    &mut traces,
-                )?);
+                rows.extend(bench_backend(&mut m, "gpu", drafters, &run, &mut traces)?);
             }
             other => bail!("unknown backend '{other}' (cpu, reference, gpu)"),
         }
