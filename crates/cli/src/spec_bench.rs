@@ -15,7 +15,7 @@ use runahead_gpu::GpuModel;
 use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{
     calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, Generation,
-    SamplingParams, Stats,
+    SamplingParams, Stats, MAX_DRAFT,
 };
 
 use crate::drafting::{build_drafter, DraftBackend, DraftSpec};
@@ -218,11 +218,12 @@ pub fn run(
 }
 
 /// What `--traces` writes: every prompt's plain output on the first backend, and the cost of
-/// 1..=16 rows behind [`TRACE_CONTEXTS`] as the run ended.
+/// every block size a step verifies (1..=`MAX_DRAFT + 1` rows) behind [`TRACE_CONTEXTS`] as the
+/// run ended.
 #[derive(Default, serde::Serialize)]
 struct Traces {
     backend: String,
-    /// Seconds of a forward of 1..=16 rows, one list per context of [`TRACE_CONTEXTS`].
+    /// Seconds of a forward of 1..=`MAX_DRAFT + 1` rows, one list per context.
     cost: Vec<(usize, Vec<f64>)>,
     prompts: Vec<Trace>,
 }
@@ -366,7 +367,7 @@ fn bench_backend<M: LanguageModel>(
                 .iter()
                 .map(|&c| {
                     let curve = a.cost.at(c);
-                    (c, (1..=16).map(|r| curve.seconds(r)).collect())
+                    (c, (1..=MAX_DRAFT + 1).map(|r| curve.seconds(r)).collect())
                 })
                 .collect();
         }

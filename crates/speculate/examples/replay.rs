@@ -18,8 +18,8 @@
 use std::collections::BTreeMap;
 
 use runahead_speculate::{
-    AutoDrafter, CostModel, Depth, DepthController, Draft, DraftRequest, Drafter, NgramDrafter,
-    SamplingParams, StepRecord, SuffixDrafter, MAX_DRAFT,
+    observe_unverified, AutoDrafter, CostModel, Depth, DepthController, Draft, DraftRequest,
+    Drafter, NgramDrafter, SamplingParams, StepRecord, SuffixDrafter, MAX_DRAFT,
 };
 
 struct Trace {
@@ -151,17 +151,9 @@ fn replay(
         let want = &t.output[at..];
         let (expected, accepted_len) = if plan.keep == 0 && !draft.is_empty() {
             // Not verified: judged on its first tokens, as generate_with does.
-            let depths = draft.depths();
-            draft.retain(&depths.iter().map(|&d| d == 1).collect::<Vec<_>>());
-            let path: Vec<usize> = draft
-                .children(None)
-                .find(|&c| draft.tokens[c] == want[0])
-                .into_iter()
-                .collect();
-            drafter.observe(&draft, &path);
-            let expected: f32 = draft.confidence.iter().sum();
-            draft = Draft::empty(draft.source);
-            (expected as f64, path.len())
+            let source = draft.source;
+            let unverified = std::mem::replace(&mut draft, Draft::empty(source));
+            observe_unverified(drafter, unverified, want[0])
         } else {
             draft.truncate_to_best(plan.keep);
             let path = accepted(&draft, want);

@@ -68,6 +68,27 @@ pub trait Drafter {
     }
 }
 
+/// Judges a draft that was not verified by its first level alone, against `next`, the token the
+/// target emitted instead, and tells `drafter`: a drafter whose drafts are not worth verifying
+/// can still show that they would have been, and earn its way back. Returns what the first
+/// level's confidences expected and what was accepted (0 or 1), for adaptive depth's record.
+pub fn observe_unverified<D: Drafter + ?Sized>(
+    drafter: &mut D,
+    mut draft: Draft,
+    next: u32,
+) -> (f64, usize) {
+    let depths = draft.depths();
+    draft.retain(&depths.iter().map(|&d| d == 1).collect::<Vec<_>>());
+    let path: Vec<usize> = draft
+        .children(None)
+        .find(|&c| draft.tokens[c] == next)
+        .into_iter()
+        .collect();
+    drafter.observe(&draft, &path);
+    let expected: f32 = draft.confidence.iter().sum();
+    (expected as f64, path.len())
+}
+
 /// A ready future, for drafters that answer without awaiting anything.
 pub fn ready<'a, T: 'a>(value: T) -> LocalFuture<'a, T> {
     Box::pin(std::future::ready(value))

@@ -7,7 +7,7 @@ use web_time::Instant;
 
 use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
-use crate::drafter::{DraftRequest, Drafter};
+use crate::drafter::{observe_unverified, DraftRequest, Drafter};
 use crate::sampling::{Sampler, SamplingError, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
 
@@ -400,19 +400,9 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
                 stats.drafted += draft.len();
                 stats.accepted += verdict.path.len();
                 (expected, verdict.path.len())
-            } else if let Some(mut shadow) = shadow {
-                // Not verified, but the draft's first tokens can still be judged against the
-                // token the target emitted, so the drafter and its calibration can recover.
-                let depths = shadow.depths();
-                shadow.retain(&depths.iter().map(|&d| d == 1).collect::<Vec<_>>());
-                let path: Vec<usize> = shadow
-                    .children(None)
-                    .find(|&c| shadow.tokens[c] == verdict.next)
-                    .into_iter()
-                    .collect();
-                d.observe(&shadow, &path);
-                let expected: f32 = shadow.confidence.iter().sum();
-                (expected as f64, path.len())
+            } else if let Some(shadow) = shadow {
+                // Not verified, but its first tokens can still be judged.
+                observe_unverified(d, shadow, verdict.next)
             } else {
                 (0.0, 0)
             };

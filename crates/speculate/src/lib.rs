@@ -21,7 +21,7 @@ pub use auto::AutoDrafter;
 pub use cost::{calibrate, CostCurve, CostModel};
 pub use depth::{Adaptive, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
-pub use drafter::{ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
+pub use drafter::{observe_unverified, ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
     generate, generate_cached, generate_with, DrafterStats, GenerateError, GenerateOptions,
     Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT,
