@@ -205,6 +205,7 @@ pub fn run(
             other => bail!("unknown backend '{other}' (cpu, reference, gpu)"),
         }
     }
+    write_report(model, &devices, max_tokens, args, &rows)?;
     if let Some(path) = &args.traces {
         std::fs::write(path, serde_json::to_string(&traces)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -214,7 +215,7 @@ pub fn run(
             path.display()
         );
     }
-    write_report(model, &devices, max_tokens, args, &rows)
+    Ok(())
 }
 
 /// What `--traces` writes: every prompt's plain output on the first backend, and the cost of

@@ -347,9 +347,22 @@ fn bench_suites_writes_report_rows_and_plot() {
         samples.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
+        "--traces",
+        out.join("traces.json").to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("depth 4;"), "{}", stdout(&o));
+    // The traces: the prompt's ids and its plain output (no cost model at a fixed depth).
+    let traces: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("traces.json")).unwrap()).unwrap();
+    assert_eq!(traces["backend"], "cpu");
+    assert_eq!(traces["cost"].as_array().map(Vec::len), Some(0));
+    let prompts = traces["prompts"].as_array().unwrap();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0]["suite"], "humaneval");
+    assert_eq!(prompts[0]["kind"], "code");
+    assert!(!prompts[0]["prompt"].as_array().unwrap().is_empty());
+    assert_eq!(prompts[0]["output"].as_array().unwrap().len(), 4);
     assert!(
         stdout(&o).contains("| humaneval | code | cpu | ngram |"),
         "{}",
