@@ -298,9 +298,7 @@ macro_rules! k_tile_kernel {
             for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
                 let mut acc = [_mm256_setzero_ps(); T]; // row t's eight lanes
                 for (b, block) in w_row.chunks_exact(bb).enumerate() {
-                    if T > 1 {
-                        prefetch_ahead(block.as_ptr(), bb);
-                    }
+                    prefetch_ahead(block.as_ptr(), bb);
                     let k = decode::<F>(block);
                     let mut s = [zero; T];
                     if T == 1 {

@@ -365,9 +365,7 @@ macro_rules! tile_kernel {
                     while g < c1 && g < span_groups {
                         // Span g / 2: groups g and g + 1, one whole-block sum per lane.
                         let first = g * GROUP * bb;
-                        if T > 1 {
-                            prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
-                        }
+                        prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
                         let span = &w_row[first..first + SPAN * bb];
                         let (w, dw, mw) = if P {
                             decode_packed_span::<F>(span)

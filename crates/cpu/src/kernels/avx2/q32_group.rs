@@ -278,9 +278,7 @@ pub(super) unsafe fn decode_at<const F: u8, const P: bool, const T: usize>(
 ) -> ([__m256i; GROUP], __m128, __m128) {
     let bb = block_bytes(F);
     let first = g * GROUP * bb;
-    if T > 1 {
-        prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
-    }
+    prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
     // (A packed row's last blocks are a packed pair or in the file's order.)
     match w_row.get(first..first + GROUP * bb) {
         Some(whole) if P => decode_packed::<F>(whole),
