@@ -1,6 +1,7 @@
 //! Times one matrix product per format and row count on one thread (the fastest of several
 //! runs, so a busy machine blurs it less): cargo run --release -p runahead-cpu --example kernel_cost
 //! [ROWS COLS] [scalar|avx2|avx512|best] [THREADS]
+//! (KERNEL_COST_ROWS=1,2,8: the activation rows timed; KERNEL_COST_TYPES=Q4_1,Q8_0: the formats)
 
 use std::time::Instant;
 
@@ -42,6 +43,12 @@ fn main() {
         let Some(format) = WeightFormat::of(ty) else {
             continue;
         };
+        // KERNEL_COST_TYPES=Q4_1,Q8_0: only these formats (a profile of one kernel).
+        if std::env::var("KERNEL_COST_TYPES")
+            .is_ok_and(|list| !list.split(',').any(|t| t == format!("{ty:?}")))
+        {
+            continue;
+        }
         if !cols.is_multiple_of(format.block_size()) {
             continue;
         }

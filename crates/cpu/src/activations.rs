@@ -90,6 +90,19 @@ pub const fn span_position(o: usize, e: usize) -> usize {
     32 * (e / 4) + 4 * o + e % 4
 }
 
+/// Where row `t`'s 32-byte register `c` (0..[`Q8_GROUP`]) of a span's group sits among the
+/// `tile * Q8_GROUP` of that group arranged by tile ([`Q8Rows::arrange_tile_values`]): rows
+/// in pairs, register by register (row `2p`'s `c`, then row `2p + 1`'s), so that one 64-byte
+/// load holds the same register of two rows (the AVX-512 kernels multiply two rows at once);
+/// an odd tile's last row after the pairs, in order.
+pub const fn tile_chunk(tile: usize, t: usize, c: usize) -> usize {
+    if t < tile / 2 * 2 {
+        t / 2 * 2 * Q8_GROUP + 2 * c + t % 2
+    } else {
+        t * Q8_GROUP + c
+    }
+}
+
 impl Q8Rows {
     /// Empties every array, keeping its allocation for the next input.
     pub fn clear(&mut self) {
@@ -165,7 +178,8 @@ impl Q8Rows {
     /// into `tile_qs`, `tile_d8` and `tile_ysum`, arranged as [`Q8Rows::arrange_tile_scales`]
     /// arranges the scales: a kernel then reaches each row of a tile's group at a fixed offset
     /// from one place, where the rows' own places cost it an address per row and group; and
-    /// on whole cache lines, so that no 32-byte load of them splits a line.
+    /// on whole cache lines, so that no 32-byte load of them splits a line. A span's groups
+    /// hold their rows in pairs ([`tile_chunk`]).
     pub fn arrange_tile_values(&mut self, row_blocks: usize) {
         debug_assert_eq!(self.layout, Q8Layout::Interleaved);
         let rows = self.qs.len() / row_blocks.max(1);
@@ -187,14 +201,22 @@ impl Q8Rows {
                     next += tile;
                     continue;
                 }
-                for t in t0..t0 + tile {
+                // A span's groups in pairs of rows (`tile_chunk`), the groups after them in order.
+                let in_pairs = g < 2 * self.spans;
+                let base = next * Q8_GROUP;
+                for (i, t) in (t0..t0 + tile).enumerate() {
                     let at = t * row_blocks + g * Q8_GROUP;
-                    qs_to[next * Q8_GROUP..(next + 1) * Q8_GROUP]
-                        .copy_from_slice(&self.qs[at..at + Q8_GROUP]);
-                    d8_to[next] = self.d8[t * groups + g];
-                    ysum_to[next] = self.ysum[t * groups + g];
-                    next += 1;
+                    for c in 0..Q8_GROUP {
+                        let to = match in_pairs {
+                            true => base + tile_chunk(tile, i, c),
+                            false => base + i * Q8_GROUP + c,
+                        };
+                        qs_to[to] = self.qs[at + c];
+                    }
+                    d8_to[next + i] = self.d8[t * groups + g];
+                    ysum_to[next + i] = self.ysum[t * groups + g];
                 }
+                next += tile;
             }
         }
         (self.tile_qs, self.tile_d8, self.tile_ysum) = (qs, d8, ysum);

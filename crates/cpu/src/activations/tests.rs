@@ -197,7 +197,10 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
         for g in 0..spans * 2 {
             for t in 0..tile {
                 let (at, from) = (first + g * tile + t, (t0 + t) * row_blocks + g * Q8_GROUP);
-                assert_eq!(qs[at * Q8_GROUP..][..Q8_GROUP], q.qs[from..][..Q8_GROUP]);
+                let base = (first + g * tile) * Q8_GROUP; // the group's registers, in pairs
+                for c in 0..Q8_GROUP {
+                    assert_eq!(qs[base + tile_chunk(tile, t, c)], q.qs[from + c]);
+                }
                 assert_eq!(d8[at], q.d8[(t0 + t) * groups + g]);
             }
         }
@@ -237,6 +240,31 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
                 assert!((0..32).all(|e| pair[paired_tail_position(1, 0, e)] == 0));
                 assert!(d8[place][4..] == [0.0; 4] && ysum[place][4..] == [0; 4]);
             }
+        }
+    }
+}
+
+/// A span's group arranged by tile: every row's registers in a place of their own, a pair's
+/// same register side by side starting at an even place (one aligned 64-byte load), an odd
+/// tile's last row after the pairs in order.
+#[test]
+fn a_span_group_holds_its_rows_in_pairs() {
+    for tile in 1..=TILE {
+        let mut seen = vec![false; tile * Q8_GROUP];
+        for t in 0..tile {
+            for c in 0..Q8_GROUP {
+                let at = tile_chunk(tile, t, c);
+                assert!(!seen[at], "tile {tile}: row {t} register {c} twice");
+                seen[at] = true;
+                if t % 2 == 0 && t + 1 < tile {
+                    assert!(at.is_multiple_of(2) && tile_chunk(tile, t + 1, c) == at + 1);
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "tile {tile}");
+        if !tile.is_multiple_of(2) {
+            let last = tile - 1;
+            assert!((0..Q8_GROUP).all(|c| tile_chunk(tile, last, c) == last * Q8_GROUP + c));
         }
     }
 }

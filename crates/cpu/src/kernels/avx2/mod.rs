@@ -13,6 +13,7 @@ mod kquants;
 mod pack;
 pub(crate) mod q32;
 mod q32_group;
+mod q32_pairs;
 mod q32_span;
 mod q32_sums;
 pub(crate) mod quantize;

@@ -29,13 +29,14 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::q32_group::decode_at;
+use super::q32_pairs::spans_in_pairs;
 use super::q32_span::{decode_packed_span, decode_span, group_pair_step, scales8};
 use super::q32_sums::{
     lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, span_sums, span_sums_vnni,
     unsigned_weights, unsigned_weights_vnni,
 };
 use super::{lanes, prefetch_ahead, tile_hsum4, tile_hsum8};
-use crate::activations::{Q8Layout, Q8Slice};
+use crate::activations::{tile_chunk, Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP, SPAN};
@@ -118,6 +119,13 @@ unsafe fn by_layout<const F: u8>(
 const TILE_CHUNK_BYTES: usize = 24 << 10;
 const GROUP_ACTIVATION_BYTES: usize = 128 + 32 + 32 + 16;
 
+/// A row's lanes between chunks of a tile (`acc`, `macc2`, `macc1` of [`rows`]), on whole cache
+/// lines: the compiler copies them with 64-byte moves, which, split across two lines, could not
+/// take a value just stored and stalled every weight row (two-row tiles a quarter slower).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Paused<const T: usize>(([__m256; T], [__m256; 4], __m128));
+
 /// The `P` argument of [`rows`]: the rows' whole groups in the file's order, or packed.
 const GGUF: bool = false;
 const PACKED: bool = true;
@@ -128,7 +136,7 @@ const PACKED: bool = true;
 /// products, or AVX-512 VNNI's `vpdpbusd` (the same exact sums in one instruction a register
 /// where AVX2 takes two). The rest of the kernel is one text, so the two cannot drift apart.
 macro_rules! tile_kernel {
-    ($name:ident, $features:literal, $span_sums:ident, $lane_sums:ident, $unsigned:ident, $offset_shift:ident) => {
+    ($name:ident, $features:literal, $span_sums:ident, $lane_sums:ident, $unsigned:ident, $offset_shift:ident, $rows_in_pairs:literal) => {
         #[target_feature(enable = $features)]
         fn $name<const F: u8, const P: bool, const T: usize>(
             w_rows: &[u8],
@@ -344,11 +352,11 @@ macro_rules! tile_kernel {
             } else {
                 groups
             };
-            let zeros = (
+            let zeros = Paused((
                 [_mm256_setzero_ps(); T],
                 [_mm256_setzero_ps(); 4],
                 _mm_setzero_ps(),
-            );
+            ));
             let mut paused = Vec::new();
             if chunk < groups {
                 paused.resize(w_rows.len() / row_bytes, zeros);
@@ -360,8 +368,34 @@ macro_rules! tile_kernel {
                     // row in `macc1`.
                     // (A row past its first chunk has its state in `paused`, which then holds
                     // every row.)
-                    let (mut acc, mut macc2, mut macc1) = if c0 > 0 { paused[r] } else { zeros };
+                    let Paused((mut acc, mut macc2, mut macc1)) =
+                        if c0 > 0 { paused[r] } else { zeros };
+                    // The pairs a tile of T rows leaves unused, zeros whatever they held: carried
+                    // between rows, they were copied through memory row after row, by 64-byte
+                    // moves that split a line and stalled every weight row (two-row tiles
+                    // ~20% slower).
+                    for m in macc2.iter_mut().skip(T / 2) {
+                        *m = _mm256_setzero_ps();
+                    }
                     let mut g = c0;
+                    if $rows_in_pairs && T > 1 {
+                        // The chunk's spans two rows to a 512-bit register (c0 and the chunk are
+                        // even, so these are whole spans).
+                        let end = c1.min(span_groups).max(g);
+                        // SAFETY: this kernel's features are AVX-512 F, VL and VNNI (only
+                        // `rows_vnni` pairs rows); the activations hold `T` rows of every group
+                        // (asserted above).
+                        acc = unsafe {
+                            spans_in_pairs::<F, P, T>(
+                                w_row,
+                                g..end,
+                                (qs, d8, ysum),
+                                mws,
+                                (acc, c0 == 0),
+                            )
+                        };
+                        g = end;
+                    }
                     while g < c1 && g < span_groups {
                         // Span g / 2: groups g and g + 1, one whole-block sum per lane.
                         let first = g * GROUP * bb;
@@ -393,7 +427,7 @@ macro_rules! tile_kernel {
                         for (t, acc) in acc.iter_mut().enumerate() {
                             // SAFETY: row t < T of groups g and g + 1, as above; unaligned.
                             let y = |c: usize| unsafe {
-                                let at = t * GROUP + c % GROUP;
+                                let at = tile_chunk(T, t, c % GROUP); // (row t's own when T = 1)
                                 _mm256_loadu_si256(if c < GROUP { ya.add(at) } else { yb.add(at) })
                             };
                             let ys = [y(0), y(1), y(2), y(3), y(4), y(5), y(6), y(7)];
@@ -455,7 +489,7 @@ macro_rules! tile_kernel {
                         }
                     }
                     if c1 < groups {
-                        paused[r] = (acc, macc2, macc1);
+                        paused[r] = Paused((acc, macc2, macc1));
                         continue;
                     }
                     if T == 1 {
@@ -467,17 +501,30 @@ macro_rules! tile_kernel {
                     }
                     // The tile's rows summed side by side: padded to eight with zeros, whose sums
                     // are dropped.
-                    let acc8: [__m256; 8] =
-                        std::array::from_fn(|t| acc.get(t).copied().unwrap_or(_mm256_setzero_ps()));
+                    // (Written out, not by `array::from_fn`: its closure, compiled without the
+                    // target features, took the lanes by reference, which kept them in memory,
+                    // and copying them there stalled every weight row.)
+                    let pick = |t: usize| acc.get(t).copied().unwrap_or(_mm256_setzero_ps());
+                    let acc8 = [
+                        pick(0),
+                        pick(1),
+                        pick(2),
+                        pick(3),
+                        pick(4),
+                        pick(5),
+                        pick(6),
+                        pick(7),
+                    ];
                     let mut sums = tile_hsum8(acc8);
                     if has_min {
-                        let macc: [__m256; 4] = std::array::from_fn(|p| match p {
+                        let pick = |p: usize| match p {
                             p if p < T / 2 => macc2[p],
                             p if p == T / 2 && T % 2 == 1 => {
                                 _mm256_set_m128(_mm_setzero_ps(), macc1)
                             }
                             _ => _mm256_setzero_ps(),
-                        });
+                        };
+                        let macc = [pick(0), pick(1), pick(2), pick(3)];
                         sums = _mm256_add_ps(sums, tile_hsum4(macc));
                     }
                     let mut v = [0f32; 8];
@@ -496,7 +543,8 @@ tile_kernel!(
     span_sums,
     lane_sums,
     unsigned_weights,
-    offset_shift
+    offset_shift,
+    false
 );
 tile_kernel!(
     rows_vnni,
@@ -504,5 +552,6 @@ tile_kernel!(
     span_sums_vnni,
     lane_sums_vnni,
     unsigned_weights_vnni,
-    offset_shift_vnni
+    offset_shift_vnni,
+    true
 );

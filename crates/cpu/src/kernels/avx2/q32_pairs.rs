@@ -1,0 +1,165 @@
+//! The spans of a VNNI tile of several rows ([`super::q32`]) two activation rows to a 512-bit
+//! register: a span's weights decoded once into both halves, each pair of rows' same register
+//! side by side in the arranged activations ([`tile_chunk`]), so one `vpdpbusd` multiplies the
+//! weights by two rows, and the float steps scale and add both rows' lanes at once.
+//!
+//! Each lane computes exactly what [`super::q32`]'s 256-bit span loop computes for its row (the
+//! same exact integer sums, then the same multiplies and adds of the same operands in the same
+//! order), so the bits are the same; what changes is the instruction count, halved where a core
+//! multiplies 512 bits as fast as 256 (Zen 5 and the Xeons: eight-row products ~40% faster).
+//! An odd tile's last row takes a register of its own, beside zeros.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::prefetch_ahead;
+use super::q32_span::{decode_packed_span, decode_span, scales8};
+use super::q32_sums::{offset_shift_vnni, unsigned_weights_vnni};
+use crate::activations::tile_chunk;
+use crate::kernels::q32_ids::{block_bytes, format};
+use crate::kernels::scalar::{GROUP, SPAN};
+
+/// Rows `2p` (low half) and `2p + 1` (high half) of `acc` in one register; zeros for a row past
+/// the tile.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn join<const T: usize>(acc: &[__m256; T], p: usize) -> __m512 {
+    let low = _mm512_zextps256_ps512(acc[2 * p]);
+    match acc.get(2 * p + 1) {
+        Some(&high) => _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castps_pd(low),
+            _mm256_castps_pd(high),
+        )),
+        None => low,
+    }
+}
+
+/// [`join`] undone: rows `2p` and `2p + 1` (when the tile has it) back into `acc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+fn split<const T: usize>(both: __m512, acc: &mut [__m256; T], p: usize) {
+    acc[2 * p] = _mm512_castps512_ps256(both);
+    if let Some(high) = acc.get_mut(2 * p + 1) {
+        *high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(both)));
+    }
+}
+
+/// 64 bytes from `at` (two rows' same register, or two rows' lanes of `d8`/`ysum`), or, for an
+/// odd tile's last row, its 32 beside zeros.
+///
+/// # Safety
+/// `at` must point to 64 readable bytes (32 when `!two`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn load_pair(at: *const __m256i, two: bool) -> __m512i {
+    // SAFETY: the caller's promise; unaligned loads.
+    unsafe {
+        if two {
+            _mm512_loadu_si512(at as *const __m512i)
+        } else {
+            _mm512_zextsi256_si512(_mm256_loadu_si256(at))
+        }
+    }
+}
+
+/// The span groups `groups` (whole spans) of weight row `w_row` (format `F`, packed when `P`)
+/// against the tile's `T` rows, added into each row's span lanes `acc` (returned; all zeros when
+/// `fresh`, the row's first chunk: not read, since reading back lanes just stored to memory
+/// stalled the loop a quarter of its time), as [`super::q32`]'s span loop adds them; the spans'
+/// offsets into `mws` (formats with a minimum).
+///
+/// # Safety
+/// The CPU must support AVX-512 F, VL and VNNI. `qs`, `d8` and `ysum` are the tile's arranged
+/// activations as [`super::q32`] takes them, holding `T` rows of every group in `groups`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
+    w_row: &[u8],
+    groups: Range<usize>,
+    (qs, d8, ysum): (*const __m256i, *const __m256, *const __m256i),
+    mws: &mut [__m128],
+    (mut acc, fresh): ([__m256; T], bool),
+) -> [__m256; T] {
+    let bb = block_bytes(F);
+    let pairs = T.div_ceil(2);
+    let mut both = [_mm512_setzero_ps(); 4]; // [pairs]: a tile has at most eight rows
+    if !fresh {
+        for (p, b) in both.iter_mut().enumerate().take(pairs) {
+            *b = join(&acc, p);
+        }
+    }
+    let dp = _mm512_dpbusd_epi32;
+    let zero = _mm512_setzero_si512();
+    let mut g = groups.start;
+    while g < groups.end {
+        let first = g * GROUP * bb;
+        prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
+        let span = &w_row[first..first + SPAN * bb];
+        let (w, dw, mw) = if P {
+            decode_packed_span::<F>(span)
+        } else {
+            let (dw, mw) = scales8::<F>(span);
+            (decode_span::<F>(span), dw, mw)
+        };
+        let u = unsigned_weights_vnni::<F, SPAN>(&w);
+        if format(F).has_min() {
+            mws[g] = _mm256_castps256_ps128(mw);
+            mws[g + 1] = _mm256_extractf128_ps::<1>(mw);
+        }
+        // The span's weights and scales in both halves. (Written out: a closure given to
+        // `from_fn` is compiled without the target features.)
+        let twice = |v: __m256i| _mm512_broadcast_i64x4(v);
+        let u2 = [
+            twice(u[0]),
+            twice(u[1]),
+            twice(u[2]),
+            twice(u[3]),
+            twice(u[4]),
+            twice(u[5]),
+            twice(u[6]),
+            twice(u[7]),
+        ];
+        let dw2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(dw)));
+        // Groups g and g + 1's registers, and their rows' scales and lane sums (the span's
+        // are group g's).
+        // SAFETY: groups g and g + 1 hold `T` rows (the caller's promise).
+        let (ya, yb) = unsafe { (qs.add(g * T * GROUP), qs.add((g + 1) * T * GROUP)) };
+        let (d8g, ysg) = (d8.wrapping_add(g * T), ysum.wrapping_add(g * T));
+        for (p, b) in both.iter_mut().enumerate().take(pairs) {
+            let two = 2 * p + 1 < T;
+            // Register c of rows 2p and 2p + 1: side by side (`tile_chunk`).
+            // SAFETY: within the groups' T rows (above).
+            let y = |c: usize| unsafe {
+                let at = tile_chunk(T, 2 * p, c % GROUP);
+                load_pair(if c < GROUP { ya.add(at) } else { yb.add(at) }, two)
+            };
+            // `span_sums_vnni`'s two chains of four, for two rows.
+            let low = dp(
+                dp(dp(dp(zero, u2[0], y(0)), u2[1], y(1)), u2[2], y(2)),
+                u2[3],
+                y(3),
+            );
+            let high = dp(
+                dp(dp(dp(zero, u2[4], y(4)), u2[5], y(5)), u2[6], y(6)),
+                u2[7],
+                y(7),
+            );
+            let mut sums = _mm512_add_epi32(low, high);
+            let shift = offset_shift_vnni(F);
+            if shift != 0 {
+                // SAFETY: formats with an offset have every group's lane sums (the caller's).
+                let ys = unsafe { load_pair(ysg.add(2 * p), two) };
+                sums = _mm512_sub_epi32(sums, _mm512_sll_epi32(ys, _mm_cvtsi32_si128(shift)));
+            }
+            // SAFETY: as above.
+            let d8p = unsafe { _mm512_castsi512_ps(load_pair(d8g.add(2 * p) as *const _, two)) };
+            let dd = _mm512_mul_ps(dw2, d8p);
+            *b = _mm512_add_ps(*b, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sums)));
+        }
+        g += 2;
+    }
+    for (p, &b) in both.iter().enumerate().take(pairs) {
+        split(b, &mut acc, p);
+    }
+    acc
+}
