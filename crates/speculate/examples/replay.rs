@@ -13,7 +13,11 @@
 //!   cargo run --release -p runahead-speculate --example replay -- traces.json [ngram,suffix,auto]
 //!
 //! With `REPLAY_ORACLE=1` each step verifies only the path that will be accepted: an upper
-//! bound for the depth policy with these drafts.
+//! bound for the depth policy with these drafts. `REPLAY_EXTRA_ROWS=0.6` prices every row past
+//! the first at 0.6 times its measured cost (what cheaper verification would buy).
+//! `REPLAY_CALIBRATION=1` prints, for the input-grounded suites, how often the drafter's nodes
+//! were accepted against the path confidence it gave them, for the nodes adaptive depth kept
+//! and for those it dropped.
 
 use std::collections::BTreeMap;
 
@@ -77,6 +81,46 @@ fn load(path: &str) -> Result<(CostModel, Vec<Trace>), String> {
     Ok((cost, traces))
 }
 
+/// Nodes by path confidence (tenths), kept or dropped by the plan: confidence summed,
+/// accepted, count.
+#[derive(Default)]
+struct Calibration {
+    bins: [[(f64, f64, f64); 10]; 2], // [kept, dropped][tenth]
+}
+
+impl Calibration {
+    /// Every node of `draft`, ranked as [`Draft::truncate_to_best`] ranks them (the first
+    /// `keep` kept), against `path`, the nodes the output follows.
+    fn add(&mut self, draft: &Draft, keep: usize, path: &[usize]) {
+        let confidence = draft.path_confidence();
+        let mut order: Vec<usize> = (0..draft.len()).collect();
+        order.sort_by(|&a, &b| confidence[b].total_cmp(&confidence[a]).then(a.cmp(&b)));
+        for (rank, &node) in order.iter().enumerate() {
+            let c = confidence[node] as f64;
+            let bin = &mut self.bins[usize::from(rank >= keep)][((c * 10.0) as usize).min(9)];
+            bin.0 += c;
+            bin.1 += f64::from(u8::from(path.contains(&node)));
+            bin.2 += 1.0;
+        }
+    }
+
+    fn print(&self, name: &str) {
+        for (bins, what) in self.bins.iter().zip(["kept", "dropped"]) {
+            for (tenth, &(confidence, accepted, count)) in bins.iter().enumerate() {
+                if count > 0.0 {
+                    println!(
+                        "{name:>7} {what:>7} {:.1}-{:.1}: confidence {:.3}, accepted {:.3} ({count} nodes)",
+                        tenth as f64 / 10.0,
+                        (tenth + 1) as f64 / 10.0,
+                        confidence / count,
+                        accepted / count,
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The longest path of `draft` that `want` begins with (greedy verification's outcome).
 fn accepted(draft: &Draft, want: &[u32]) -> Vec<usize> {
     let mut path = Vec::new();
@@ -100,6 +144,7 @@ fn replay(
     depth: &mut Depth,
     cost: &CostModel,
     t: &Trace,
+    mut calibration: Option<&mut Calibration>,
 ) -> (f64, f64, usize) {
     let sampling = SamplingParams::greedy();
     let mut controller = DepthController::new(depth.clone());
@@ -132,6 +177,9 @@ fn replay(
         }
         let proposed = draft.len();
         let mut plan = controller.plan(&draft);
+        if let Some(c) = calibration.as_deref_mut() {
+            c.add(&draft, plan.keep, &accepted(&draft, &t.output[at..]));
+        }
         if oracle {
             // The best any depth policy could do with this draft: verify just the path that
             // will be accepted, when it pays.
@@ -206,7 +254,7 @@ fn main() {
         eprintln!("usage: replay TRACES.json [ngram,suffix,auto]");
         std::process::exit(2);
     };
-    let (cost, traces) = load(path).unwrap_or_else(|e| {
+    let (mut cost, traces) = load(path).unwrap_or_else(|e| {
         eprintln!("replay: {e}");
         std::process::exit(1);
     });
@@ -214,6 +262,13 @@ fn main() {
     // REPLAY_ORACLE=1: each step verifies exactly the path that will be accepted (when that
     // pays): the most any depth policy could make of the drafter's drafts.
     let oracle = std::env::var("REPLAY_ORACLE").is_ok_and(|v| v == "1");
+    let want_calibration = std::env::var("REPLAY_CALIBRATION").is_ok_and(|v| v == "1");
+    if let Some(scale) = std::env::var("REPLAY_EXTRA_ROWS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        cost = cost.with_extra_rows_scaled(scale);
+    }
     for name in names.split(',') {
         let Some(mut drafter) = make(name) else {
             eprintln!("replay: unknown drafter {name} (ngram, suffix, auto)");
@@ -222,13 +277,18 @@ fn main() {
         let mut depth = Depth::adaptive(cost.clone());
         // Per suite: plain seconds, speculative seconds, tokens, forwards.
         let mut suites: BTreeMap<(String, String), (f64, f64, usize, usize)> = BTreeMap::new();
+        let mut calibration = Calibration::default();
         for t in &traces {
-            let (plain, spec, forwards) = replay(oracle, drafter.as_mut(), &mut depth, &cost, t);
+            let c = (want_calibration && t.kind == "grounded").then_some(&mut calibration);
+            let (plain, spec, forwards) = replay(oracle, drafter.as_mut(), &mut depth, &cost, t, c);
             let s = suites.entry((t.kind.clone(), t.suite.clone())).or_default();
             s.0 += plain;
             s.1 += spec;
             s.2 += t.output.len();
             s.3 += forwards;
+        }
+        if want_calibration {
+            calibration.print(name);
         }
         let (mut p_all, mut s_all) = (0.0, 0.0);
         for ((kind, _), (plain, spec, _, _)) in &suites {

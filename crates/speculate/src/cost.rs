@@ -95,6 +95,18 @@ impl CostModel {
         Self::context_free(std::array::from_fn(|r| 1.0 + per_row * r as f64))
     }
 
+    /// This model with every row past the first priced at `scale` times its cost, at every
+    /// context (a what-if: what cheaper verification would buy, for the replay).
+    pub fn with_extra_rows_scaled(&self, scale: f64) -> Self {
+        let scaled =
+            |v: &PerBlock| -> PerBlock { std::array::from_fn(|i| v[0] + scale * (v[i] - v[0])) };
+        CostModel {
+            near_seconds: scaled(&self.near_seconds),
+            per_entry: scaled(&self.per_entry),
+            ..self.clone()
+        }
+    }
+
     /// From `(rows, seconds)` measured at one context, used at every context.
     pub fn from_samples(samples: &[(usize, f64)]) -> Self {
         match interpolate(samples) {
@@ -410,6 +422,22 @@ mod tests {
         assert_eq!(done.drift, c.drift, "online corrections are kept");
         let (got, want) = (done.modeled(16, 2000), synthetic(16, 2000));
         assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+    }
+
+    /// Scaling the extra rows keeps one row's cost at every context and scales the rest of
+    /// each block's (the weights' share per row and attention's alike).
+    #[test]
+    fn extra_rows_scale_and_one_row_stays() {
+        let c = CostModel::from_two_contexts(64, &samples_at(64), 512, &samples_at(512));
+        let half = c.with_extra_rows_scaled(0.5);
+        for context in [64, 300, 2000] {
+            let (a, b) = (c.at(context), half.at(context));
+            assert!((a.seconds(1) - b.seconds(1)).abs() < 1e-9);
+            for rows in [2, 5, 16] {
+                let want = a.seconds(1) + 0.5 * (a.seconds(rows) - a.seconds(1));
+                assert!((b.seconds(rows) - want).abs() < 1e-9, "{rows} at {context}");
+            }
+        }
     }
 
     #[test]
