@@ -14,10 +14,11 @@ use crate::pool::Team;
 pub struct Attention<'a> {
     pub kernels: Kernels,
     pub q: &'a [f32],        // [n, n_heads * head_dim], after RoPE
-    pub k: &'a [f16],        // [slots, kv_dim]: the layer's cache, block entries included
-    pub v: &'a [f16],        // [slots, kv_dim]
+    pub k: &'a [f16], // [kv_heads, slots, head_dim]: the layer's cache, block entries included
+    pub v: &'a [f16], // [kv_heads, slots, head_dim]
+    pub head_stride: usize, // elements from one KV head's entries to the next's
     pub visible: &'a [bool], // [n, n]: block token i sees block token j
-    pub base: usize,         // cache entries before the block
+    pub base: usize,  // cache entries before the block
     pub n: usize,
     pub n_heads: usize,
     pub n_kv_heads: usize,
@@ -97,14 +98,13 @@ impl Attention<'_> {
         units
     }
 
-    /// KV head `kvh`'s rows as the cache holds them.
+    /// The rows of query head `h`'s KV head as the cache holds them (one after another).
     fn rows<'c>(&self, data: &'c [f16], h: usize) -> F16Rows<'c> {
-        let hd = self.head_dim;
         F16Rows {
             data,
-            stride: self.n_kv_heads * hd,
-            offset: h / (self.n_heads / self.n_kv_heads) * hd,
-            len: hd,
+            stride: self.head_dim,
+            offset: h / (self.n_heads / self.n_kv_heads) * self.head_stride,
+            len: self.head_dim,
         }
     }
 

@@ -108,7 +108,12 @@ impl CpuEngine {
         weights.pack(&file, kernels);
         Ok(CpuEngine {
             rope: Rope::new(&config),
-            cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),
+            cache: KvCache::new(
+                config.n_layers,
+                capacity,
+                config.n_kv_heads,
+                config.head_dim,
+            ),
             file,
             config,
             weights,
@@ -181,6 +186,7 @@ impl CpuEngine {
                 q,
                 k: &self.cache.k[l],
                 v: &self.cache.v[l],
+                head_stride: self.cache.head_stride(),
                 visible: &visible,
                 base,
                 n,
