@@ -202,7 +202,10 @@ impl Team<'_> {
         let close = CloseOnDrop(shared);
         task(0);
         drop(close);
-        if shared.worker_panicked.load(Ordering::Relaxed) {
+        // Taken down as it is reported: the panic was this step's (every worker that joined
+        // has left), and a flag left up made every later step of the pool's teams panic too (in
+        // the browser, every later forward of the page).
+        if shared.worker_panicked.swap(false, Ordering::Relaxed) {
             panic!("a worker thread of the CPU engine panicked");
         }
     }

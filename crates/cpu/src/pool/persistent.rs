@@ -244,6 +244,35 @@ mod tests {
         until_a_worker_joins(pool, 5);
     }
 
+    /// A worker's panic is reported by the step it happened in, once: the pool's later teams
+    /// run as before (a flag never taken down made every later step panic).
+    #[test]
+    fn a_worker_panic_is_reported_once_and_the_pool_goes_on() {
+        let pool = pool(2);
+        let start = std::time::Instant::now();
+        // Until the worker joins a step (on a loaded machine it may come after the caller's
+        // work is done), panicking in it.
+        loop {
+            let reported = std::panic::catch_unwind(|| {
+                pool.with_team(2, |team| {
+                    team.run(&|place| {
+                        if place == 1 {
+                            panic!("a worker's panic");
+                        }
+                    })
+                })
+            });
+            if reported.is_err() {
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "no worker came"
+            );
+        }
+        assert_eq!(run_steps(pool, 2, 5).0, want(5));
+    }
+
     #[test]
     fn a_second_team_at_the_same_time_is_turned_away_and_the_workers_come_back() {
         let pool = pool(4);
