@@ -30,12 +30,12 @@ use std::ops::Range;
 
 use super::q32_group::decode_at;
 use super::q32_pairs::spans_in_pairs;
-use super::q32_span::{decode_packed_span, decode_span, group_pair_step, scales8};
+use super::q32_span::{group_pair_step, span_at};
 use super::q32_sums::{
     lane_sums, lane_sums_vnni, offset_shift, offset_shift_vnni, span_sums, span_sums_vnni,
     unsigned_weights, unsigned_weights_vnni,
 };
-use super::{lanes, prefetch_ahead, tile_hsum4, tile_hsum8};
+use super::{lanes, tile_hsum4, tile_hsum8};
 use crate::activations::{tile_chunk, Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
@@ -398,15 +398,7 @@ macro_rules! tile_kernel {
                     }
                     while g < c1 && g < span_groups {
                         // Span g / 2: groups g and g + 1, one whole-block sum per lane.
-                        let first = g * GROUP * bb;
-                        prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
-                        let span = &w_row[first..first + SPAN * bb];
-                        let (w, dw, mw) = if P {
-                            decode_packed_span::<F>(span)
-                        } else {
-                            let (dw, mw) = scales8::<F>(span);
-                            (decode_span::<F>(span), dw, mw)
-                        };
+                        let (w, dw, mw) = span_at::<F, P>(w_row, g);
                         let u = $unsigned::<F, SPAN>(&w);
                         if has_min {
                             // (formats with a minimum: one per group)

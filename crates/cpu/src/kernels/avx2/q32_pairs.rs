@@ -12,11 +12,10 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::prefetch_ahead;
-use super::q32_span::{decode_packed_span, decode_span, scales8};
+use super::q32_span::span_at;
 use super::q32_sums::{offset_shift_vnni, unsigned_weights_vnni};
 use crate::activations::tile_chunk;
-use crate::kernels::q32_ids::{block_bytes, format};
+use crate::kernels::q32_ids::format;
 use crate::kernels::scalar::{GROUP, SPAN};
 
 /// Rows `2p` (low half) and `2p + 1` (high half) of `acc` in one register; zeros for a row past
@@ -80,7 +79,6 @@ pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
     mws: &mut [__m128],
     (mut acc, fresh): ([__m256; T], bool),
 ) -> [__m256; T] {
-    let bb = block_bytes(F);
     let pairs = T.div_ceil(2);
     let mut both = [_mm512_setzero_ps(); 4]; // [pairs]: a tile has at most eight rows
     if !fresh {
@@ -92,15 +90,7 @@ pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
     let zero = _mm512_setzero_si512();
     let mut g = groups.start;
     while g < groups.end {
-        let first = g * GROUP * bb;
-        prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
-        let span = &w_row[first..first + SPAN * bb];
-        let (w, dw, mw) = if P {
-            decode_packed_span::<F>(span)
-        } else {
-            let (dw, mw) = scales8::<F>(span);
-            (decode_span::<F>(span), dw, mw)
-        };
+        let (w, dw, mw) = span_at::<F, P>(w_row, g);
         let u = unsigned_weights_vnni::<F, SPAN>(&w);
         if format(F).has_min() {
             mws[g] = _mm256_castps256_ps128(mw);

@@ -7,9 +7,9 @@
 use std::arch::x86_64::*;
 
 use super::q32_group::{five_bits, nibbles};
-use super::{load16, load32};
+use super::{load16, load32, prefetch_ahead};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::SPAN;
+use crate::kernels::scalar::{GROUP, SPAN};
 use crate::packed;
 
 /// Eight blocks in element order (`b[o]`: block `o`'s 32 bytes) to a span's registers: an
@@ -115,6 +115,26 @@ fn low_halves(v: __m256i) -> __m128i {
     // `packus` takes each lane's four words to 16 bits (no saturation below 2^16).
     let packed = _mm256_packus_epi32(v, v);
     _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b00_00_10_00>(packed))
+}
+
+/// The span of weight row `w_row` that starts at group `g` (packed when `P`), its weights 4 KB
+/// on asked for: its registers, and its blocks' scales and offsets as [`scales8`] gives them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn span_at<const F: u8, const P: bool>(
+    w_row: &[u8],
+    g: usize,
+) -> ([__m256i; SPAN], __m256, __m256) {
+    let bb = block_bytes(F);
+    let first = g * GROUP * bb;
+    prefetch_ahead(w_row.as_ptr().wrapping_add(first), SPAN * bb);
+    let span = &w_row[first..first + SPAN * bb];
+    if P {
+        decode_packed_span::<F>(span)
+    } else {
+        let (dw, mw) = scales8::<F>(span);
+        (decode_span::<F>(span), dw, mw)
+    }
 }
 
 /// A packed span ([`crate::packed`]): its registers as [`decode_span`] gives them, and its
