@@ -23,7 +23,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an x86 ISA is only chosen where the CPU has it (here and below).
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::widen(rows, count, out) },
+            Isa::Avx2 => unsafe { avx2::widen(rows, count, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 => unsafe { avx2::widen_avx512(rows, count, out) },
             _ => {
                 for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
                     for (d, v) in dst.iter_mut().zip(rows.row(s)) {
@@ -94,7 +97,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum_dense(v, len, p, out) },
+            Isa::Avx2 => unsafe { avx2::weighted_sum_dense(v, len, p, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512 => unsafe { avx2::weighted_sum_dense_avx512(v, len, p, out) },
             _ => {
                 let slots: Vec<usize> = (0..p.len()).collect();
                 scalar::weighted_sum(F32Rows::dense(v, len), &slots, p, out);

@@ -267,14 +267,31 @@ pub unsafe fn weighted_sum_dense(v: &[f32], stride: usize, p: &[f32], out: &mut 
             o[8 * r..8 * r + 8].copy_from_slice(&lanes(*a));
         }
     }
+    weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64);
+}
+
+/// [`weighted_sum_dense`]'s values `from..out.len()` of each row (past its blocks of 64), slot
+/// after slot: eight at a time, then one.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn weighted_sum_dense_tail(
+    v: &[f32],
+    stride: usize,
+    p: &[f32],
+    out: &mut [f32],
+    from: usize,
+) {
+    let len = out.len();
     let whole = len / 8 * 8;
-    for (row, &pj) in v.chunks_exact(stride.max(1)).zip(&p[..count]) {
+    for (row, &pj) in v.chunks_exact(stride.max(1)).zip(p) {
         let pv = _mm256_set1_ps(pj);
-        for c in (by64..whole).step_by(8) {
+        for c in (from..whole).step_by(8) {
             let sum = _mm256_add_ps(load8f(out, c), _mm256_mul_ps(pv, load8f(row, c)));
             out[c..c + 8].copy_from_slice(&lanes(sum));
         }
-        for e in whole..len {
+        for e in whole.max(from)..len {
             out[e] += pj * row[e];
         }
     }

@@ -7,6 +7,7 @@
 //! detecting those features.
 
 mod attention;
+mod attention512;
 mod exp;
 mod float;
 mod kquants;
@@ -21,6 +22,7 @@ pub(crate) mod quantize;
 use std::arch::x86_64::*;
 
 pub use attention::{scores, scores_dense, weighted_sum, weighted_sum_dense, widen};
+pub use attention512::{weighted_sum_dense_avx512, widen_avx512};
 pub use exp::{exp_minus, exp_minus_avx512, silu_mul, silu_mul_avx512};
 pub use float::float_rows;
 pub use kquants::{k_rows, pack_k_rows};

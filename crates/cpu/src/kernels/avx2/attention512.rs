@@ -1,0 +1,77 @@
+//! Attention's widening and weighted sums with 512-bit registers (AVX-512 F): each lane does
+//! what a lane of the 256-bit kernels ([`super::attention`]) does, one exact conversion, or the
+//! products added slot after slot in the same order, sixteen lanes to an instruction, so the
+//! bits are the same. (A core that multiplies 512 bits as fast as 256, Zen 5 or a Xeon, halves
+//! their instructions; the scores keep eight lanes a slot, the definition's order.)
+
+use std::arch::x86_64::*;
+
+use super::attention::weighted_sum_dense_tail;
+use crate::kernels::F16Rows;
+
+/// See [`super::widen`].
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+pub unsafe fn widen_avx512(rows: F16Rows, count: usize, out: &mut [f32]) {
+    let len = rows.len;
+    let (by16, by8) = (len / 16 * 16, len / 8 * 8);
+    for (slot, dst) in out.chunks_exact_mut(len.max(1)).enumerate().take(count) {
+        let row = rows.row(slot);
+        for c in (0..by16).step_by(16) {
+            let (src, to) = (&row[c..c + 16], &mut dst[c..c + 16]);
+            // SAFETY: 16 f16 (32 bytes) and 16 f32, in bounds (sliced above); unaligned.
+            unsafe {
+                let wide = _mm512_cvtph_ps(_mm256_loadu_si256(src.as_ptr() as *const __m256i));
+                _mm512_storeu_ps(to.as_mut_ptr(), wide);
+            }
+        }
+        for c in (by16..by8).step_by(8) {
+            let (src, to) = (&row[c..c + 8], &mut dst[c..c + 8]);
+            // SAFETY: 8 f16 (16 bytes) and 8 f32, in bounds (sliced above); unaligned.
+            unsafe {
+                let wide = _mm256_cvtph_ps(_mm_loadu_si128(src.as_ptr() as *const __m128i));
+                _mm256_storeu_ps(to.as_mut_ptr(), wide);
+            }
+        }
+        for (d, v) in dst[by8..].iter_mut().zip(&row[by8..]) {
+            *d = v.to_f32();
+        }
+    }
+}
+
+/// See [`super::weighted_sum_dense`]: each block of 64 values of the output in four registers
+/// across the slots, the rest as the 256-bit kernel takes it.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+pub unsafe fn weighted_sum_dense_avx512(v: &[f32], stride: usize, p: &[f32], out: &mut [f32]) {
+    let len = stride.min(out.len());
+    let v = &v[..p.len() * stride];
+    let by64 = len / 64 * 64;
+    for start in (0..by64).step_by(64) {
+        let o = &mut out[start..start + 64];
+        // SAFETY: `o` holds 64 f32; unaligned loads.
+        let load = |r: usize| unsafe { _mm512_loadu_ps(o.as_ptr().add(16 * r)) };
+        let mut acc = [load(0), load(1), load(2), load(3)];
+        let mut row = v.as_ptr().wrapping_add(start);
+        for &pj in p {
+            let pv = _mm512_set1_ps(pj);
+            for (r, a) in acc.iter_mut().enumerate() {
+                // SAFETY: elements start..start + 64 of a row of `v` (`p.len()` rows of
+                // `stride >= start + 64`); unaligned.
+                let x = unsafe { _mm512_loadu_ps(row.add(16 * r)) };
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(pv, x));
+            }
+            row = row.wrapping_add(stride);
+        }
+        for (r, a) in acc.iter().enumerate() {
+            // SAFETY: as above; unaligned stores.
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(16 * r), *a) };
+        }
+    }
+    // SAFETY: this function's features include the tail's.
+    unsafe { weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64) };
+}
