@@ -120,8 +120,8 @@ const TILE_CHUNK_BYTES: usize = 24 << 10;
 const GROUP_ACTIVATION_BYTES: usize = 128 + 32 + 32 + 16;
 
 /// A row's lanes between chunks of a tile (`acc`, `macc2`, `macc1` of [`rows`]), on whole cache
-/// lines: the compiler copies them with 64-byte moves, which, split across two lines, could not
-/// take a value just stored and stalled every weight row (two-row tiles a quarter slower).
+/// lines, since the compiler moves them 64 bytes at a time. (What stalled every weight row was
+/// the unused lanes' copy through the stack, see `rows`; aligning these alone measured nothing.)
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Paused<const T: usize>(([__m256; T], [__m256; 4], __m128));
