@@ -119,13 +119,6 @@ unsafe fn by_layout<const F: u8>(
 const TILE_CHUNK_BYTES: usize = 24 << 10;
 const GROUP_ACTIVATION_BYTES: usize = 128 + 32 + 32 + 16;
 
-/// A row's lanes between chunks of a tile (`acc`, `macc2`, `macc1` of [`rows`]), on whole cache
-/// lines, since the compiler moves them 64 bytes at a time. (What stalled every weight row was
-/// the unused lanes' copy through the stack, see `rows`; aligning these alone measured nothing.)
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Paused<const T: usize>(([__m256; T], [__m256; 4], __m128));
-
 /// The `P` argument of [`rows`]: the rows' whole groups in the file's order, or packed.
 const GGUF: bool = false;
 const PACKED: bool = true;
@@ -352,11 +345,11 @@ macro_rules! tile_kernel {
             } else {
                 groups
             };
-            let zeros = Paused((
+            let zeros = (
                 [_mm256_setzero_ps(); T],
                 [_mm256_setzero_ps(); 4],
                 _mm_setzero_ps(),
-            ));
+            );
             let mut paused = Vec::new();
             if chunk < groups {
                 paused.resize(w_rows.len() / row_bytes, zeros);
@@ -368,8 +361,7 @@ macro_rules! tile_kernel {
                     // row in `macc1`.
                     // (A row past its first chunk has its state in `paused`, which then holds
                     // every row.)
-                    let Paused((mut acc, mut macc2, mut macc1)) =
-                        if c0 > 0 { paused[r] } else { zeros };
+                    let (mut acc, mut macc2, mut macc1) = if c0 > 0 { paused[r] } else { zeros };
                     // The pairs a tile of T rows leaves unused, zeros whatever they held: carried
                     // between rows, they were copied through memory row after row, by 64-byte
                     // moves that split a line and stalled every weight row (two-row tiles
@@ -481,7 +473,7 @@ macro_rules! tile_kernel {
                         }
                     }
                     if c1 < groups {
-                        paused[r] = Paused((acc, macc2, macc1));
+                        paused[r] = (acc, macc2, macc1);
                         continue;
                     }
                     if T == 1 {
