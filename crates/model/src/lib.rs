@@ -21,7 +21,8 @@ pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;
 pub use lm::{
-    argmax, argmax_rows, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask, TopLogits,
+    argmax, argmax_rows, argmax_rows_of, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask,
+    TopLogits,
 };
 pub use tensors::{check_tensors, TensorSpec, TensorTotals};
 pub use tokenizer::{TokenDecoder, Tokenizer};
