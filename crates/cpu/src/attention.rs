@@ -29,37 +29,35 @@ pub struct Attention<'a> {
 type Pairs<'o> = Vec<(usize, &'o mut [f32])>;
 
 impl Attention<'_> {
-    /// `[n, n_heads * head_dim]`.
-    pub fn run(&self, team: &Team) -> Vec<f32> {
+    /// `[n, n_heads * head_dim]`; `scratch` holds each thread's buffers from layer to layer.
+    pub fn run(&self, team: &Team, scratch: &AttentionScratch) -> Vec<f32> {
         let hd = self.head_dim;
         let mut out = vec![0f32; self.n * self.n_heads * hd];
         let group = self.n_heads / self.n_kv_heads;
         if self.kernels.widens_kv() && self.n * group > 1 {
             let units = Mutex::new(self.units(&mut out, team.threads()).into_iter());
-            team.run(&|_| {
-                let mut scratch = Scratch::default();
-                loop {
+            team.run(&|t| {
+                scratch.with(t, |scratch| loop {
                     let next = units.lock().unwrap_or_else(|e| e.into_inner()).next();
                     let Some((kvh, pairs)) = next else { break };
-                    self.widened(kvh, pairs, &mut scratch);
-                }
+                    self.widened(kvh, pairs, scratch);
+                })
             });
             return out;
         }
         let queue = Mutex::new(out.chunks_mut(hd).enumerate());
-        team.run(&|_| {
-            let mut scratch = Scratch::default();
-            loop {
+        team.run(&|t| {
+            scratch.with(t, |scratch| loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
                 let Some((pair, o)) = next else { break };
                 let (i, h) = (pair / self.n_heads, pair % self.n_heads);
                 let (k, v) = (self.rows(self.k, h), self.rows(self.v, h));
                 let kernels = self.kernels;
-                self.head(i, h, &mut scratch, |q, slots, scale, scores| {
+                self.head(i, h, scratch, |q, slots, scale, scores| {
                     kernels.scores(q, k, slots, scale, scores)
                 });
                 kernels.weighted_sum(v, &scratch.slots, &scratch.scores, o);
-            }
+            })
         });
         out
     }
@@ -204,6 +202,30 @@ impl Attention<'_> {
         s.slots.extend(self.visible_block(i).map(|j| self.base + j));
         scores(qh, &s.slots, scale, &mut s.scores);
         self.kernels.softmax(&mut s.scores);
+    }
+}
+
+/// Each thread's [`Scratch`], kept from layer to layer and forward to forward (made afresh
+/// per layer, the per-pair scores grew by reallocation through every chunk: 4% of a
+/// speculative run's samples were the allocator's).
+#[derive(Default)]
+pub struct AttentionScratch {
+    per_thread: Vec<Mutex<Scratch>>,
+}
+
+impl AttentionScratch {
+    pub fn for_threads(threads: usize) -> Self {
+        AttentionScratch {
+            per_thread: (0..threads).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// `f` with thread `t`'s buffers (fresh ones for a thread past those it was made for).
+    fn with(&self, t: usize, f: impl FnOnce(&mut Scratch)) {
+        match self.per_thread.get(t) {
+            Some(s) => f(&mut s.lock().unwrap_or_else(|e| e.into_inner())),
+            None => f(&mut Scratch::default()),
+        }
     }
 }
 

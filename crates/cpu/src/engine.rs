@@ -8,7 +8,7 @@ use runahead_model::{
 };
 
 use crate::activations::{Activations, QuantizedBuffers};
-use crate::attention::Attention;
+use crate::attention::{Attention, AttentionScratch};
 use crate::error::CpuError;
 use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
@@ -55,6 +55,7 @@ struct Buffers {
     up: Vec<f32>,     // [rows, n_ff]
     down: Vec<f32>,   // [rows, n_embd]
     logits: Vec<f32>, // [outputs, vocab]
+    attention: AttentionScratch,
     quantized: QuantizedBuffers,
 }
 
@@ -120,7 +121,10 @@ impl CpuEngine {
             weights,
             kernels,
             threads,
-            buffers: Buffers::default(),
+            buffers: Buffers {
+                attention: AttentionScratch::for_threads(threads),
+                ..Buffers::default()
+            },
         })
     }
 
@@ -207,7 +211,7 @@ impl CpuEngine {
                 n_kv_heads: c.n_kv_heads,
                 head_dim: c.head_dim,
             }
-            .run(team);
+            .run(team, &b.attention);
             // What the last layer computes after attention serves only the logits: rows whose
             // logits nobody asked for (a prompt's tokens before its last) stop here, their
             // cache entries written.
