@@ -149,13 +149,19 @@ impl Attention<'_> {
             .step_by(CHUNK_SLOTS)
             .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
         for c in chunks.clone() {
-            kernels.widen(k_rows.from_slot(c.start), c.len(), k);
+            // Every slot of a chunk of the cache is visible: its keys in the kernels' own
+            // layout, all scored. A chunk with block entries is read through its visible slots.
+            let whole = c.end <= base;
+            if whole {
+                kernels.widen_keys(k_rows.from_slot(c.start), c.len(), k);
+            } else {
+                kernels.widen(k_rows.from_slot(c.start), c.len(), k);
+            }
             let keys = F32Rows::dense(k, hd);
             for (p, &(pair, _)) in pairs.iter().enumerate() {
                 let qh = &self.q[pair * hd..][..hd];
-                if c.end <= base {
-                    // Every slot of a chunk of the cache is visible: row after row.
-                    kernels.scores_f32_dense(qh, k, c.len(), scale, scores);
+                if whole {
+                    kernels.scores_keys(qh, k, c.len(), scale, scores);
                 } else {
                     in_chunk(p, &c, rel);
                     kernels.scores_f32(qh, keys, rel, scale, scores);

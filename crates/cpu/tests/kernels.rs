@@ -240,6 +240,46 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
     }
 }
 
+/// Keys widened in each instruction set's own layout (`widen_keys`: in slot pairs with
+/// AVX-512, one after another otherwise) score what the scalar kernel scores over the f16 rows,
+/// bit for bit: slot counts of whole groups of sixteen and not, head lengths of whole eights
+/// and not, the rows at a stride inside a wider cache row.
+#[test]
+fn keys_in_each_layout_score_as_the_scalar_kernel() {
+    use half::f16;
+    use runahead_cpu::kernels::F16Rows;
+    use runahead_model::testing::TestRng;
+
+    let mut rng = TestRng::new(31);
+    for len in [8, 13, 16, 64, 72, 128] {
+        for count in [8, 16, 17, 32, 48, 64] {
+            let (stride, offset) = (len * 3 + 5, len + 2);
+            let data: Vec<f16> = rng
+                .floats(count * stride + offset, 3.0)
+                .into_iter()
+                .map(f16::from_f32)
+                .collect();
+            let rows = F16Rows {
+                data: &data,
+                stride,
+                offset,
+                len,
+            };
+            let q = rng.floats(len, 1.5);
+            let slots: Vec<usize> = (0..count).collect();
+            let mut want = Vec::new();
+            runahead_cpu::kernels::scalar::scores(&q, rows, &slots, 0.125, &mut want);
+            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+                let (mut keys, mut got) = (vec![5.0; 3], vec![7.0]);
+                k.widen_keys(rows, count, &mut keys);
+                k.scores_keys(&q, &keys, count, 0.125, &mut got);
+                let what = format!("{:?} keys, length {len}, {count} slots", k.isa());
+                assert_bits_eq(&got, &want, &what);
+            }
+        }
+    }
+}
+
 /// Every f16 bit pattern through the attention kernels of every instruction set: the SIMD
 /// conversion (hardware on x86-64, integer operations on NEON and simd128) must give what
 /// `half` gives (NaNs compared as NaNs).

@@ -10,6 +10,7 @@ mod attention;
 mod attention512;
 mod exp;
 mod float;
+mod key_pairs;
 mod kquants;
 mod pack;
 pub(crate) mod q32;
@@ -25,6 +26,7 @@ pub use attention::{scores, scores_dense, weighted_sum, weighted_sum_dense, wide
 pub use attention512::{weighted_sum_dense_avx512, widen_avx512};
 pub use exp::{exp_minus, exp_minus_avx512, silu_mul, silu_mul_avx512};
 pub use float::float_rows;
+pub use key_pairs::{scores_key_pairs, widen_key_pairs, GROUP_SLOTS};
 pub use kquants::{k_rows, pack_k_rows};
 pub use pack::pack_rows;
 pub use q32::q32_rows;

@@ -1,0 +1,113 @@
+//! Attention's scores with 512-bit registers (AVX-512 F): keys widened in slot pairs, so that
+//! one register holds the same eight values of two slots and each multiply and add serves both.
+//!
+//! A score's definition ([`crate::kernels::scalar::scores`]) gives each of eight lanes every
+//! eighth product of its slot, added in order, then [`crate::kernels::scalar::hsum8`]: a slot's
+//! sum cannot spread over sixteen lanes without reordering it, but two slots side by side keep
+//! each lane's order, so the bits are the same and the instructions half those of the 256-bit
+//! kernel ([`super::scores_dense`]) on a core that multiplies 512 bits as fast as 256 (Zen 5).
+//!
+//! The layout, for `count` keys of `len` values (`count` a multiple of 16, `len` of 8): groups
+//! of sixteen slots, each eight pairs (slot `i` beside slot `i + 8`), each pair `len / 8`
+//! registers of sixteen values: slot `i`'s values `8c..8c + 8`, then slot `i + 8`'s.
+
+use std::arch::x86_64::*;
+
+use super::{lanes, tile_hsum8};
+use crate::kernels::F16Rows;
+
+/// Slots in a group: eight pairs.
+pub const GROUP_SLOTS: usize = 16;
+
+/// Where slot `s`'s values `8c..8c + 8` start in the layout (keys of `len` values).
+fn offset(s: usize, c: usize, len: usize) -> usize {
+    let (group, pair, half) = (s / GROUP_SLOTS, s % 8, s % GROUP_SLOTS / 8);
+    ((group * 8 + pair) * (len / 8) + c) * GROUP_SLOTS + half * 8
+}
+
+/// Rows `0..count` of `rows` widened to f32 in the paired layout (`out`: `count * len`
+/// values). Each value is the exact conversion, as [`super::widen`]'s.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn widen_key_pairs(rows: F16Rows, count: usize, out: &mut [f32]) {
+    let len = rows.len;
+    assert!(len.is_multiple_of(8) && count.is_multiple_of(GROUP_SLOTS));
+    assert!(out.len() >= count * len, "room for the keys");
+    for s in 0..count {
+        let row = rows.row(s);
+        for c in 0..len / 8 {
+            let (src, at) = (&row[8 * c..8 * c + 8], offset(s, c, len));
+            let dst = &mut out[at..at + 8];
+            // SAFETY: 8 f16 (16 bytes) and 8 f32, in bounds (sliced above); unaligned.
+            unsafe {
+                let wide = _mm256_cvtph_ps(_mm_loadu_si128(src.as_ptr() as *const __m128i));
+                _mm256_storeu_ps(dst.as_mut_ptr(), wide);
+            }
+        }
+    }
+}
+
+/// The scores of `q` against `count` keys in the paired layout ([`widen_key_pairs`]) into
+/// `out`: the bits of [`super::scores_dense`] over the same keys one after another.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+pub unsafe fn scores_key_pairs(
+    q: &[f32],
+    keys: &[f32],
+    count: usize,
+    scale: f32,
+    out: &mut Vec<f32>,
+) {
+    let len = q.len();
+    assert!(len.is_multiple_of(8) && count.is_multiple_of(GROUP_SLOTS));
+    assert!(keys.len() >= count * len, "the keys");
+    out.clear();
+    let chunks = len / 8;
+    let scale = _mm256_set1_ps(scale);
+    for group in keys[..count * len].chunks_exact(GROUP_SLOTS * len) {
+        let mut acc = [_mm512_setzero_ps(); 8];
+        for c in 0..chunks {
+            // SAFETY: values 8c..8c + 8 of `q` (c < len / 8); unaligned.
+            let q8 = unsafe { _mm256_loadu_ps(q.as_ptr().add(8 * c)) };
+            let q2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(q8)));
+            for (pair, a) in acc.iter_mut().enumerate() {
+                // SAFETY: register c of pair `pair`, inside the group's `16 * len` values;
+                // unaligned.
+                let k = unsafe {
+                    _mm512_loadu_ps(group.as_ptr().add((pair * chunks + c) * GROUP_SLOTS))
+                };
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(q2, k));
+            }
+        }
+        // Slots 0..8 of the group in the low halves, 8..16 in the high, each summed as
+        // `scores_dense` sums eight slots.
+        let low = |a: __m512| _mm512_castps512_ps256(a);
+        let high = |a: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));
+        let first = [
+            low(acc[0]),
+            low(acc[1]),
+            low(acc[2]),
+            low(acc[3]),
+            low(acc[4]),
+            low(acc[5]),
+            low(acc[6]),
+            low(acc[7]),
+        ];
+        let second = [
+            high(acc[0]),
+            high(acc[1]),
+            high(acc[2]),
+            high(acc[3]),
+            high(acc[4]),
+            high(acc[5]),
+            high(acc[6]),
+            high(acc[7]),
+        ];
+        out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(first), scale)));
+        out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(second), scale)));
+    }
+}
