@@ -139,6 +139,22 @@ fn simd_kernels_handle_extreme_values() {
     }
 }
 
+/// `slots` random f16 rows of `len` values inside wider cache rows: the data, the rows' stride
+/// and their offset in a cache row.
+fn random_cache(
+    rng: &mut runahead_model::testing::TestRng,
+    slots: usize,
+    len: usize,
+) -> (Vec<half::f16>, usize, usize) {
+    let (stride, offset) = (len * 3 + 5, len + 2);
+    let data = rng.floats(slots * stride, 3.0);
+    (
+        data.into_iter().map(half::f16::from_f32).collect(),
+        stride,
+        offset,
+    )
+}
+
 /// The attention kernels of every instruction set give the scalar kernels' bits: scores and
 /// weighted sums over random f16 rows, head lengths with and without a tail after the last 8
 /// (and past 64, where the weighted sum works 64 at a time), slot counts around the groups of
@@ -146,20 +162,14 @@ fn simd_kernels_handle_extreme_values() {
 /// over rows one after another (`scores_f32_dense`, `weighted_sum_f32_dense`).
 #[test]
 fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
-    use half::f16;
     use runahead_cpu::kernels::{F16Rows, F32Rows};
     use runahead_model::testing::TestRng;
 
     let mut rng = TestRng::new(29);
     for len in [1, 7, 8, 13, 64, 67, 72, 128, 136] {
         for n_slots in [1, 5, 8, 9, 16, 17, 33] {
-            let (stride, offset) = (len * 3 + 5, len + 2);
             let cache = 40;
-            let data: Vec<f16> = rng
-                .floats(cache * stride, 3.0)
-                .into_iter()
-                .map(f16::from_f32)
-                .collect();
+            let (data, stride, offset) = random_cache(&mut rng, cache, len);
             let rows = F16Rows {
                 data: &data,
                 stride,
@@ -246,19 +256,13 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
 /// and not, the rows at a stride inside a wider cache row.
 #[test]
 fn keys_in_each_layout_score_as_the_scalar_kernel() {
-    use half::f16;
     use runahead_cpu::kernels::F16Rows;
     use runahead_model::testing::TestRng;
 
     let mut rng = TestRng::new(31);
     for len in [8, 13, 16, 64, 72, 128] {
         for count in [8, 16, 17, 32, 48, 64] {
-            let (stride, offset) = (len * 3 + 5, len + 2);
-            let data: Vec<f16> = rng
-                .floats(count * stride + offset, 3.0)
-                .into_iter()
-                .map(f16::from_f32)
-                .collect();
+            let (data, stride, offset) = random_cache(&mut rng, count, len);
             let rows = F16Rows {
                 data: &data,
                 stride,
