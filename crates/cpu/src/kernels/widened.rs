@@ -92,28 +92,25 @@ impl Kernels {
 
     /// Whether [`Kernels::widen_keys`] lays `count` keys of `len` values out in slot pairs
     /// (AVX-512: two slots to a register, see `avx2::key_pairs`) rather than one after another.
+    #[cfg(target_arch = "x86_64")]
     fn keys_in_pairs(self, count: usize, len: usize) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Avx512 {
-            return len > 0 && len.is_multiple_of(8) && count.is_multiple_of(avx2::GROUP_SLOTS);
-        }
-        let _ = (count, len);
-        false
+        self.isa == Isa::Avx512
+            && len > 0
+            && len.is_multiple_of(8)
+            && count.is_multiple_of(avx2::GROUP_SLOTS)
     }
 
     /// Rows `0..count` of `rows` widened to f32 into `out` in the layout
     /// [`Kernels::scores_keys`] reads: one after another as [`Kernels::widen`] writes them,
     /// or in slot pairs where this instruction set scores two slots to a register.
     pub fn widen_keys(self, rows: F16Rows, count: usize, out: &mut Vec<f32>) {
-        if !self.keys_in_pairs(count, rows.len) {
-            return self.widen(rows, count, out);
-        }
-        out.resize(count * rows.len, 0.0);
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: pairs only where the CPU has AVX-512 F (`keys_in_pairs`), AVX2 with it.
-        unsafe {
-            avx2::widen_key_pairs(rows, count, out)
-        };
+        if self.keys_in_pairs(count, rows.len) {
+            out.resize(count * rows.len, 0.0);
+            // SAFETY: pairs only where the CPU has AVX-512 F (`keys_in_pairs`), AVX2 with it.
+            return unsafe { avx2::widen_key_pairs(rows, count, out) };
+        }
+        self.widen(rows, count, out)
     }
 
     /// [`Kernels::scores_f32_dense`] over `count` keys as [`Kernels::widen_keys`] wrote them:
@@ -126,14 +123,12 @@ impl Kernels {
         scale: f32,
         out: &mut Vec<f32>,
     ) {
-        if !self.keys_in_pairs(count, q.len()) {
-            return self.scores_f32_dense(q, keys, count, scale, out);
-        }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        unsafe {
-            avx2::scores_key_pairs(q, keys, count, scale, out)
-        };
+        if self.keys_in_pairs(count, q.len()) {
+            // SAFETY: as above.
+            return unsafe { avx2::scores_key_pairs(q, keys, count, scale, out) };
+        }
+        self.scores_f32_dense(q, keys, count, scale, out)
     }
 
     /// [`Kernels::weighted_sum_f32`] over rows `0..p.len()` of `out.len()` values one after
