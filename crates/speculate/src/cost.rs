@@ -34,11 +34,16 @@ pub struct CostModel {
     /// thermal throttling, a busy tab).
     drift: f64,
     /// Online: what remains of that ratio after `drift`, at the timed block sizes
-    /// ([`TIMED_ROWS`]) and linear between them. Per size, the sizes a generation happens not
+    /// ([`TIMED_ROWS`]) and linear between them, behind `near` and [`FAR_CORRECTION`] entries
+    /// and linear in the context between them. Per size, the sizes a generation happens not
     /// to verify kept their calibrated cost times the whole drift while the ones it verifies
     /// were corrected, and the curve went up and down (three rows dearer than four): a size
-    /// priced too high is never tried, so it never came back down.
-    correction: [f64; TIMED_ROWS.len()],
+    /// priced too high is never tried, so it never came back down. Per context, because the
+    /// line through the two calibrations is steeper than the cost where the second was taken
+    /// behind a few hundred entries and extrapolated (SmolLM2 on two threads: four rows behind
+    /// 768-1,023 entries priced 20% above what they took, one row 8%), which one factor per
+    /// size cannot undo.
+    correction: [[f64; TIMED_ROWS.len()]; 2],
     /// Calibrated behind `near` entries and waiting for a second, long context.
     far_pending: bool,
 }
@@ -75,7 +80,7 @@ impl CostModel {
             near,
             per_entry,
             drift: 1.0,
-            correction: [1.0; TIMED_ROWS.len()],
+            correction: [[1.0; TIMED_ROWS.len()]; 2],
             far_pending: false,
         }
     }
@@ -160,7 +165,7 @@ impl CostModel {
     /// The cost of every block size behind `context` cached entries.
     pub fn at(&self, context: usize) -> CostCurve {
         let mut seconds: PerBlock = std::array::from_fn(|i| {
-            self.modeled(i + 1, context) * self.drift * self.correction_at(i + 1)
+            self.modeled(i + 1, context) * self.drift * self.correction_at(i + 1, context)
         });
         make_non_decreasing(&mut seconds);
         CostCurve { seconds }
@@ -175,21 +180,38 @@ impl CostModel {
         let ratio = seconds / self.modeled(rows, context);
         // The common drift moves faster than a size's own residual, so that a change of the
         // device's state reaches the sizes that are not being verified at the moment.
-        self.drift = (0.8 * self.drift + 0.2 * ratio / self.correction_at(rows)).clamp(0.1, 10.0);
-        // The residual moves the timed sizes around `rows`, each by its share of it.
-        let residual = ratio / self.drift;
-        for (k, share) in knots(rows) {
-            let c = &mut self.correction[k];
-            *c = (*c + 0.1 * share * (residual - *c)).clamp(0.1, 10.0);
+        let corrected = self.correction_at(rows, context);
+        self.drift = (0.8 * self.drift + 0.2 * ratio / corrected).clamp(0.1, 10.0);
+        // What the corrections miss moves the timed sizes around `rows` at the two contexts
+        // around `context`, each by its share (a step of least squares: a context between
+        // the two moves both, one behind either moves that one).
+        let miss = ratio / self.drift - self.correction_at(rows, context);
+        for (j, at_context) in self.context_shares(context) {
+            for (k, share) in knots(rows) {
+                let c = &mut self.correction[j][k];
+                *c = (*c + 0.1 * at_context * share * miss).clamp(0.1, 10.0);
+            }
         }
     }
 
-    /// The online correction of `rows`, between those of the timed sizes around it.
-    fn correction_at(&self, rows: usize) -> f64 {
-        knots(rows)
-            .into_iter()
-            .map(|(k, share)| share * self.correction[k])
-            .sum()
+    /// The online correction of `rows` behind `context` entries: between those of the timed
+    /// sizes around it, behind the two contexts around it.
+    fn correction_at(&self, rows: usize, context: usize) -> f64 {
+        let mut sum = 0.0;
+        for (j, at_context) in self.context_shares(context) {
+            for (k, share) in knots(rows) {
+                sum += at_context * share * self.correction[j][k];
+            }
+        }
+        sum
+    }
+
+    /// The corrections' two contexts (`near`, [`FAR_CORRECTION`]) with their linear weights
+    /// at `context` (summing to 1; beyond either end, all on that end).
+    fn context_shares(&self, context: usize) -> [(usize, f64); 2] {
+        let far = FAR_CORRECTION.max(2 * self.near);
+        let w = (context.saturating_sub(self.near) as f64 / (far - self.near) as f64).min(1.0);
+        [(0, 1.0 - w), (1, w)]
     }
 }
 
@@ -265,6 +287,9 @@ fn make_non_decreasing(values: &mut [f64]) {
 /// Cache entries in front of the first timed blocks: verification runs behind a prompt, not
 /// on an empty cache.
 const NEAR_CONTEXT: usize = 64;
+/// The longer context of the online corrections ([`CostModel::observe`]): where the extra
+/// rows' attention has become a large part of a forward.
+const FAR_CORRECTION: usize = 1024;
 /// Shortest context for the second timing ([`calibrate_far`]).
 const FAR_CONTEXT_MIN: usize = 256;
 /// Blocks timed at each context.
@@ -461,6 +486,35 @@ mod tests {
         }
         assert_eq!(knots(16), [(3, 0.0), (4, 1.0)]);
         assert_eq!(knots(6), [(2, 0.5), (3, 0.5)]);
+    }
+
+    #[test]
+    fn a_line_too_steep_is_corrected_at_both_ends() {
+        // Calibrated behind 64 and 300 entries where the cost at 300 read 30% high on the
+        // extra rows (a noisy second timing), so the line overprices long contexts.
+        let high: Vec<(usize, f64)> = samples_at(300)
+            .into_iter()
+            .map(|(r, t)| (r, synthetic(1, 300) + 1.3 * (t - synthetic(1, 300))))
+            .collect();
+        let mut c = CostModel::from_two_contexts(64, &samples_at(64), 300, &high);
+        let error =
+            |c: &CostModel, rows, context| c.at(context).seconds(rows) / synthetic(rows, context);
+        assert!(
+            error(&c, 8, 900) > 1.2,
+            "the line overprices: {}",
+            error(&c, 8, 900)
+        );
+        // Steps behind short and long contexts, as generations take them.
+        for i in 0..600 {
+            let (rows, context) = ([1, 2, 4, 8][i % 4], [150, 900][i / 4 % 2]);
+            c.observe(rows, context, synthetic(rows, context));
+        }
+        for context in [150, 900] {
+            for rows in [1, 2, 4, 8] {
+                let e = error(&c, rows, context);
+                assert!((e - 1.0).abs() < 0.05, "{rows} rows behind {context}: {e}");
+            }
+        }
     }
 
     #[test]
