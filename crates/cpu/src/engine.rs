@@ -136,7 +136,6 @@ impl CpuEngine {
         self.threads
     }
 
-    /// Logits `[batch.n_outputs(), vocab]` of a validated batch.
     /// Runs `batch` and appends its cache entries; its logits (`[outputs, vocab]`) are the
     /// first values of `buffers.logits`, how many returned.
     fn forward_in_place(&mut self, batch: &Batch) -> Result<usize> {

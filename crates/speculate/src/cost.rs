@@ -185,7 +185,7 @@ impl CostModel {
         // What the corrections miss moves the timed sizes around `rows` at the two contexts
         // around `context`, each by its share (a step of least squares: a context between
         // the two moves both, one behind either moves that one).
-        let miss = ratio / self.drift - self.correction_at(rows, context);
+        let miss = ratio / self.drift - corrected;
         for (j, at_context) in self.context_shares(context) {
             for (k, share) in knots(rows) {
                 let c = &mut self.correction[j][k];
