@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use half::f16;
 
-use crate::kernels::{F16Rows, F32Rows, Kernels};
+use crate::kernels::{F16Rows, F32Rows, Kernels, MOST_DIRECT_PAIRS};
 use crate::pool::Team;
 
 /// One layer's attention problem.
@@ -148,7 +148,22 @@ impl Attention<'_> {
         let chunks = (0..base + self.n)
             .step_by(CHUNK_SLOTS)
             .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
+        // A chunk of the cache (every slot visible to every pair) that a few pairs read
+        // straight from the f16 rows, each key and value converted once in registers for all
+        // of them; more pairs share a widened copy.
+        let n_pairs = pairs.len();
+        let direct =
+            |c: &Range<usize>| c.end <= base && kernels.reads_kv_direct(n_pairs, hd, c.len());
         for c in chunks.clone() {
+            if direct(&c) {
+                let mut qs: [&[f32]; MOST_DIRECT_PAIRS] = Default::default();
+                for (q, &(pair, _)) in qs.iter_mut().zip(&pairs) {
+                    *q = &self.q[pair * hd..][..hd];
+                }
+                let (n, rows) = (n_pairs, k_rows.from_slot(c.start));
+                kernels.scores_f16(&qs[..n], rows, c.len(), scale, &mut pair_scores[..n]);
+                continue;
+            }
             // Every slot of a chunk of the cache is visible: its keys in the kernels' own
             // layout, all scored. A chunk with block entries is read through its visible slots.
             let whole = c.end <= base;
@@ -172,6 +187,19 @@ impl Attention<'_> {
         kernels.softmax_rows(&mut pair_scores[..pairs.len()]);
         let mut pairs = pairs;
         for c in chunks {
+            if direct(&c) {
+                let mut weights: [&[f32]; MOST_DIRECT_PAIRS] = Default::default();
+                for (w, scores) in weights.iter_mut().zip(pair_scores.iter()) {
+                    *w = &scores[c.clone()];
+                }
+                let mut outs: [&mut [f32]; MOST_DIRECT_PAIRS] = Default::default();
+                for (out, (_, o)) in outs.iter_mut().zip(pairs.iter_mut()) {
+                    *out = &mut **o;
+                }
+                let (n, rows) = (n_pairs, v_rows.from_slot(c.start));
+                kernels.weighted_sums_f16(rows, &weights[..n], &mut outs[..n]);
+                continue;
+            }
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
             let values = F32Rows::dense(v, hd);
             for (p, (_, o)) in pairs.iter_mut().enumerate() {

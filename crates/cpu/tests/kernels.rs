@@ -284,6 +284,61 @@ fn keys_in_each_layout_score_as_the_scalar_kernel() {
     }
 }
 
+/// Scores and weighted sums of one to four pairs over rows read straight from the f16 cache
+/// (`scores_f16`, `weighted_sums_f16`: in registers with AVX-512 for up to three pairs, a call
+/// per pair otherwise) give the scalar kernels' bits for each pair: heads of 64 and 128, slot
+/// counts of whole sixteens and not, rows at a stride inside a wider cache row.
+#[test]
+fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
+    use runahead_cpu::kernels::{scalar, F16Rows};
+    use runahead_model::testing::TestRng;
+
+    let mut rng = TestRng::new(37);
+    for len in [64, 128] {
+        for count in [16, 24, 32, 64] {
+            let (data, stride, offset) = random_cache(&mut rng, count, len);
+            let rows = F16Rows {
+                data: &data,
+                stride,
+                offset,
+                len,
+            };
+            let slots: Vec<usize> = (0..count).collect();
+            for pairs in 1..=4 {
+                let q: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(len, 1.5)).collect();
+                let p: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(count, 1.0)).collect();
+                let start: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(len, 0.5)).collect();
+                let mut want_scores = vec![Vec::new(); pairs];
+                let mut want_sums = start.clone();
+                for j in 0..pairs {
+                    scalar::scores(&q[j], rows, &slots, 0.125, &mut want_scores[j]);
+                    scalar::weighted_sum(rows, &slots, &p[j], &mut want_sums[j]);
+                }
+                for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+                    let what = format!("{:?}, length {len}, {count} slots, {pairs} pairs", k.isa());
+                    let qs: Vec<&[f32]> = q.iter().map(Vec::as_slice).collect();
+                    let mut scores = vec![vec![9.0]; pairs];
+                    k.scores_f16(&qs, rows, count, 0.125, &mut scores);
+                    let ps: Vec<&[f32]> = p.iter().map(Vec::as_slice).collect();
+                    let mut sums = start.clone();
+                    let mut outs: Vec<&mut [f32]> =
+                        sums.iter_mut().map(Vec::as_mut_slice).collect();
+                    k.weighted_sums_f16(rows, &ps, &mut outs);
+                    for j in 0..pairs {
+                        assert_eq!(scores[j][0], 9.0, "appended after what was there, {what}");
+                        assert_bits_eq(
+                            &scores[j][1..],
+                            &want_scores[j],
+                            &format!("scores, {what}"),
+                        );
+                        assert_bits_eq(&sums[j], &want_sums[j], &format!("sums, {what}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Every f16 bit pattern through the attention kernels of every instruction set: the SIMD
 /// conversion (hardware on x86-64, integer operations on NEON and simd128) must give what
 /// `half` gives (NaNs compared as NaNs).

@@ -6,6 +6,12 @@
 use super::avx2;
 use super::{scalar, F16Rows, F32Rows, Isa, Kernels};
 
+/// Most pairs [`Kernels::reads_kv_direct`] takes: three pairs' accumulators (eight 512-bit
+/// registers each for the scores) fill the 32 registers. (More, in groups of three, each
+/// converting the keys and values again: two- to sixteen-row blocks no faster than through a
+/// widened copy, some slower.)
+pub const MOST_DIRECT_PAIRS: usize = 3;
+
 impl Kernels {
     /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
     /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
@@ -146,6 +152,90 @@ impl Kernels {
                 let slots: Vec<usize> = (0..p.len()).collect();
                 scalar::weighted_sum(F32Rows::dense(v, len), &slots, p, out);
             }
+        }
+    }
+
+    /// Whether [`Kernels::scores_f16`] and [`Kernels::weighted_sums_f16`] read `pairs` pairs'
+    /// keys and values of `len` values straight from the cache, `count` slots at a time (AVX-512,
+    /// at most three pairs, heads of whole 64s, slots in whole sixteens), where attention would
+    /// otherwise widen them into a buffer first: what a decoding step's few query heads to a KV
+    /// head read fastest.
+    pub fn reads_kv_direct(self, pairs: usize, len: usize, count: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512 {
+            return (1..=MOST_DIRECT_PAIRS).contains(&pairs)
+                && len > 0
+                && len.is_multiple_of(64)
+                && count.is_multiple_of(avx2::GROUP_SLOTS);
+        }
+        let _ = (pairs, len, count);
+        false
+    }
+
+    /// The scores of each query `q[j]` against rows `0..count` of `rows`, appended to `out[j]`:
+    /// the bits of [`Kernels::scores`] over slots `0..count`. Only where
+    /// [`Kernels::reads_kv_direct`] (else each query through [`Kernels::scores`]).
+    pub fn scores_f16(
+        self,
+        q: &[&[f32]],
+        rows: F16Rows,
+        count: usize,
+        scale: f32,
+        out: &mut [Vec<f32>],
+    ) {
+        assert_eq!(q.len(), out.len(), "a row of scores for each query");
+        #[cfg(target_arch = "x86_64")]
+        if self.reads_kv_direct(q.len(), rows.len, count) {
+            // SAFETY: AVX-512 F (`reads_kv_direct`), AVX2 with it.
+            unsafe {
+                match (q, out) {
+                    ([a], [oa]) => avx2::scores_f16_pairs([*a], rows, count, scale, [oa]),
+                    ([a, b], [oa, ob]) => {
+                        avx2::scores_f16_pairs([*a, *b], rows, count, scale, [oa, ob])
+                    }
+                    ([a, b, c], [oa, ob, oc]) => {
+                        avx2::scores_f16_pairs([*a, *b, *c], rows, count, scale, [oa, ob, oc])
+                    }
+                    _ => unreachable!("one to three pairs (`reads_kv_direct`)"),
+                }
+            }
+            return;
+        }
+        let slots: Vec<usize> = (0..count).collect();
+        let mut scores = Vec::new();
+        for (q, out) in q.iter().zip(out) {
+            self.scores(q, rows, &slots, scale, &mut scores);
+            out.extend_from_slice(&scores);
+        }
+    }
+
+    /// `out[j][e] += p[j][s] * rows.row(s)[e]`, slot after slot, for each pair `j` (every
+    /// `p[j]` as long): the bits of [`Kernels::weighted_sum`] over slots `0..p[j].len()`.
+    pub fn weighted_sums_f16(self, rows: F16Rows, p: &[&[f32]], out: &mut [&mut [f32]]) {
+        assert_eq!(p.len(), out.len(), "an output for each pair's weights");
+        let count = p.first().map_or(0, |p| p.len());
+        #[cfg(target_arch = "x86_64")]
+        if self.reads_kv_direct(p.len(), rows.len, count) && p.iter().all(|p| p.len() == count) {
+            // SAFETY: as above.
+            unsafe {
+                match (p, out) {
+                    ([a], [oa]) => avx2::weighted_sums_f16(rows, [*a], [&mut **oa]),
+                    ([a, b], [oa, ob]) => {
+                        avx2::weighted_sums_f16(rows, [*a, *b], [&mut **oa, &mut **ob])
+                    }
+                    ([a, b, c], [oa, ob, oc]) => avx2::weighted_sums_f16(
+                        rows,
+                        [*a, *b, *c],
+                        [&mut **oa, &mut **ob, &mut **oc],
+                    ),
+                    _ => unreachable!("one to three pairs (`reads_kv_direct`)"),
+                }
+            }
+            return;
+        }
+        for (p, out) in p.iter().zip(out) {
+            let slots: Vec<usize> = (0..p.len()).collect();
+            self.weighted_sum(rows, &slots, p, out);
         }
     }
 }
