@@ -64,6 +64,9 @@ pub unsafe fn scores_f16_pairs<const Q: usize>(
             pair(6),
             pair(7),
         ];
+        // The cache streams from memory at long contexts: ask for the rows 4 KB on.
+        let first = pairs[0].0.as_ptr() as *const u8;
+        super::prefetch_ahead(first, GROUP_SLOTS * 2 * len);
         let mut acc = [[_mm512_setzero_ps(); 8]; Q];
         for c in 0..chunks {
             let mut q2 = [_mm512_setzero_ps(); Q];
@@ -142,6 +145,7 @@ pub unsafe fn weighted_sums_f16<const Q: usize>(
         }
         for s in 0..count {
             let row = &rows.row(s)[start..start + 64];
+            super::prefetch_ahead(row.as_ptr() as *const u8, 128);
             // SAFETY: 64 f16 (sliced above), sixteen at a time; unaligned.
             let x = |r: usize| unsafe {
                 _mm512_cvtph_ps(_mm256_loadu_si256(
