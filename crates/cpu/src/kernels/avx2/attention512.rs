@@ -19,6 +19,7 @@ pub unsafe fn widen_avx512(rows: F16Rows, count: usize, out: &mut [f32]) {
     let (by16, by8) = (len / 16 * 16, len / 8 * 8);
     for (slot, dst) in out.chunks_exact_mut(len.max(1)).enumerate().take(count) {
         let row = rows.row(slot);
+        super::prefetch_ahead(row.as_ptr() as *const u8, 2 * len);
         for c in (0..by16).step_by(16) {
             let (src, to) = (&row[c..c + 16], &mut dst[c..c + 16]);
             // SAFETY: 16 f16 (32 bytes) and 16 f32, in bounds (sliced above); unaligned.

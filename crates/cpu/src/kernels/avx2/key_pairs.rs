@@ -37,6 +37,7 @@ pub unsafe fn widen_key_pairs(rows: F16Rows, count: usize, out: &mut [f32]) {
     assert!(out.len() >= count * len, "room for the keys");
     for s in 0..count {
         let row = rows.row(s);
+        super::prefetch_ahead(row.as_ptr() as *const u8, 2 * len);
         for c in 0..len / 8 {
             let (src, at) = (&row[8 * c..8 * c + 8], offset(s, c, len));
             let dst = &mut out[at..at + 8];
