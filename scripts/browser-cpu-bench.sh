@@ -7,7 +7,8 @@
 #   scripts/fetch-browser-bench.sh        # once: wllama + playwright-core (bench/browser)
 #   scripts/wasm.sh pkg                   # the package's wasm (release)
 #   scripts/wasm.sh pkg-threads           # its threaded wasm (for BENCH_THREADS > 1)
-#   scripts/browser-cpu-bench.sh          # BENCH_MODEL, BENCH_TOKENS, BENCH_RUNS, BENCH_THREADS
+#   scripts/browser-cpu-bench.sh          # BENCH_MODEL, BENCH_TOKENS, BENCH_RUNS, BENCH_THREADS,
+#                                         # BENCH_PROMPT_REPEAT (a long prompt)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -8,7 +8,8 @@
 //
 // Environment: BENCH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf), BENCH_TOKENS
 // (decoded tokens per run, default 64), BENCH_RUNS (runs per engine, default 3), BENCH_THREADS
-// (default 1), CHROMIUM.
+// (default 1), BENCH_PROMPT_REPEAT (the prompt's sentence this many times, default 1: 60
+// repeats decode behind about 800 tokens, where attention weighs), CHROMIUM.
 
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -19,7 +20,10 @@ const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const THREADS = Number(process.env.BENCH_THREADS ?? 1);
 const THREAD_COUNTS = THREADS > 1 ? [1, THREADS] : [1];
-const PROMPT = 'Once upon a time, in a small village by the sea,';
+const REPEAT = Number(process.env.BENCH_PROMPT_REPEAT ?? 1);
+const PROMPT = Array(REPEAT).fill('Once upon a time, in a small village by the sea,').join(' ');
+// Room for the prompt (at most ~14 tokens a repeat) and the decoded tokens.
+const CONTEXT = Math.max(512, 64 * Math.ceil((16 * REPEAT + TOKENS + 64) / 64));
 const WLLAMA = '/bench/browser/node_modules/@wllama/wllama/esm';
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -42,19 +46,19 @@ try {
   });
   page.on('pageerror', (e) => console.error(`pageerror: ${e.message}`));
   await page.goto(`${base}/pkg/README.md`);
-  const result = await page.evaluate(async ({ url, wllamaDir, prompt, tokens, runs, threadCounts }) => {
+  const result = await page.evaluate(async ({ url, wllamaDir, prompt, tokens, runs, threadCounts, context }) => {
     const pkg = await import('/pkg/index.js');
     const { Wllama } = await import(`${wllamaDir}/index.js`);
     const blob = await (await fetch(url)).blob();
 
     const engines = [];
     for (const threads of threadCounts) {
-      const runahead = await pkg.Runahead.load(blob, { backend: 'cpu', context: 512, threads });
+      const runahead = await pkg.Runahead.load(blob, { backend: 'cpu', context, threads });
       const wllama = new Wllama(
         { default: `${wllamaDir}/wasm/wllama.wasm` },
         { suppressNativeLog: true },
       );
-      await wllama.loadModel([blob], { n_threads: threads, n_gpu_layers: 0, n_ctx: 512, seed: 1 });
+      await wllama.loadModel([blob], { n_threads: threads, n_gpu_layers: 0, n_ctx: context, seed: 1 });
       engines.push({ threads, runahead, wllama, ours: [], theirs: [] });
     }
 
@@ -83,7 +87,7 @@ try {
       });
     }
     return { engines: out, isolated: crossOriginIsolated, userAgent: navigator.userAgent };
-  }, { url: `/${MODEL}`, wllamaDir: WLLAMA, prompt: PROMPT, tokens: TOKENS, runs: RUNS, threadCounts: THREAD_COUNTS });
+  }, { url: `/${MODEL}`, wllamaDir: WLLAMA, prompt: PROMPT, tokens: TOKENS, runs: RUNS, threadCounts: THREAD_COUNTS, context: CONTEXT });
 
   const configs = result.engines.map((e) => {
     const ours = median(e.ours.map((r) => r.tokensPerSecond));
@@ -100,7 +104,8 @@ try {
   const last = configs[configs.length - 1].median_tokens_per_second;
   console.log(JSON.stringify({
     model: MODEL,
-    prompt: PROMPT,
+    prompt: REPEAT > 1 ? `${REPEAT} x ${PROMPT.slice(0, 49)}` : PROMPT,
+    context: CONTEXT,
     tokens: TOKENS,
     runs: RUNS,
     cross_origin_isolated: result.isolated,

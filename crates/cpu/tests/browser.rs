@@ -108,6 +108,61 @@ fn attention_kernels_equal_the_scalar_kernels() {
     }
 }
 
+/// The rows widened to f32 once (what attention does on simd128 for every pair of a KV head):
+/// the widening is `half`'s, and scores and weighted sums over the widened rows, through slot
+/// indices or row after row, give the scalar bits over the f16 rows.
+#[wasm_bindgen_test]
+fn widened_attention_equals_the_scalar_kernels() {
+    use runahead_cpu::kernels::F32Rows;
+
+    let mut rng = TestRng::new(19);
+    for (len, slots) in [1, 7, 8, 13, 64, 67]
+        .into_iter()
+        .flat_map(|len| [1, 8, 9, 17, 64].map(|slots| (len, slots)))
+    {
+        let data: Vec<f16> = rng
+            .floats(slots * len, 2.0)
+            .into_iter()
+            .map(f16::from_f32)
+            .collect();
+        let rows = F16Rows {
+            data: &data,
+            stride: len,
+            offset: 0,
+            len,
+        };
+        let q = rng.floats(len, 1.0);
+        let p = rng.floats(slots, 1.0);
+        let picked: Vec<usize> = (0..slots).rev().collect();
+        let first: Vec<usize> = (0..slots).collect();
+        let (k, scalar) = (simd(), Kernels::scalar());
+        let mut wide = Vec::new();
+        k.widen(rows, slots, &mut wide);
+        let exact: Vec<f32> = data.iter().map(|v| v.to_f32()).collect();
+        common::assert_bits_eq(&wide, &exact, &format!("widen, length {len}"));
+        let widened = F32Rows::dense(&wide, len);
+        for order in [&picked, &first] {
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            k.scores_f32(&q, widened, order, 0.125, &mut got);
+            scalar.scores(&q, rows, order, 0.125, &mut want);
+            let what = format!("length {len}, {slots} slots");
+            common::assert_bits_eq(&got, &want, &format!("scores, {what}"));
+            let (mut got, mut want) = (vec![0.5f32; len], vec![0.5f32; len]);
+            k.weighted_sum_f32(widened, order, &p, &mut got);
+            scalar.weighted_sum(rows, order, &p, &mut want);
+            common::assert_bits_eq(&got, &want, &format!("weighted sum, {what}"));
+        }
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        k.scores_f32_dense(&q, &wide, slots, 0.125, &mut got);
+        scalar.scores(&q, rows, &first, 0.125, &mut want);
+        common::assert_bits_eq(&got, &want, &format!("dense scores, length {len}"));
+        let (mut got, mut want) = (vec![0.5f32; len], vec![0.5f32; len]);
+        k.weighted_sum_f32_dense(&wide, &p, &mut got);
+        scalar.weighted_sum(rows, &first, &p, &mut want);
+        common::assert_bits_eq(&got, &want, &format!("dense weighted sum, length {len}"));
+    }
+}
+
 /// A generated model (every block format appears in its tensors) on one thread: the simd128
 /// and scalar engines give the same bits, within tolerance of the f32 reference, and a block
 /// forward equals token-by-token forwards.

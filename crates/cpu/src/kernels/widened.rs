@@ -2,9 +2,31 @@
 //! and the scores and weighted sums that read widened rows, through slot indices or (a chunk of
 //! the cache that every pair sees whole) one row after another.
 
+use std::borrow::Cow;
+
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::simd128;
 use super::{scalar, F16Rows, F32Rows, Isa, Kernels};
+
+/// Slots `0..count`, the slots of a chunk read row after row: borrowed for a chunk of
+/// attention's size or less, so that no chunk allocates them.
+fn first(count: usize) -> Cow<'static, [usize]> {
+    const FIRST: [usize; 64] = {
+        let mut slots = [0; 64];
+        let mut i = 0;
+        while i < 64 {
+            slots[i] = i;
+            i += 1;
+        }
+        slots
+    };
+    match FIRST.get(..count) {
+        Some(slots) => Cow::Borrowed(slots),
+        None => Cow::Owned((0..count).collect()),
+    }
+}
 
 /// Most pairs [`Kernels::reads_kv_direct`] takes: three pairs' accumulators (eight 512-bit
 /// registers each for the scores) fill the 32 registers. (More, in groups of three, each
@@ -17,8 +39,10 @@ impl Kernels {
     /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
     /// loads convert at every read, where a block's pairs read each row many times (3 query
     /// heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
+    /// And wasm's simd128, which has no f16 conversion instruction: each value took a dozen
+    /// integer operations at every read.
     pub fn widens_kv(self) -> bool {
-        matches!(self.isa, Isa::Avx2 | Isa::Avx512)
+        matches!(self.isa, Isa::Avx2 | Isa::Avx512 | Isa::Simd128)
     }
 
     /// Rows `0..count` of `rows`, widened to f32 one after another into `out` (`[count, len]`).
@@ -33,6 +57,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx512 => unsafe { avx2::widen_avx512(rows, count, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::widen(rows, count, out),
             _ => {
                 for (s, dst) in out.chunks_exact_mut(rows.len.max(1)).enumerate() {
                     for (d, v) in dst.iter_mut().zip(rows.row(s)) {
@@ -57,6 +83,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::scores(q, k, slots, scale, out),
             _ => scalar::scores(q, k, slots, scale, out),
         }
     }
@@ -68,6 +96,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::weighted_sum(v, slots, p, out),
             _ => scalar::weighted_sum(v, slots, p, out),
         }
     }
@@ -89,10 +119,9 @@ impl Kernels {
             Isa::Avx2 | Isa::Avx512 => unsafe {
                 avx2::scores_dense(q, k, (count, len), scale, out)
             },
-            _ => {
-                let slots: Vec<usize> = (0..count).collect();
-                scalar::scores(q, F32Rows::dense(k, len), &slots, scale, out);
-            }
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::scores(q, F32Rows::dense(k, len), &first(count), scale, out),
+            _ => scalar::scores(q, F32Rows::dense(k, len), &first(count), scale, out),
         }
     }
 
@@ -148,10 +177,9 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx512 => unsafe { avx2::weighted_sum_dense_avx512(v, len, p, out) },
-            _ => {
-                let slots: Vec<usize> = (0..p.len()).collect();
-                scalar::weighted_sum(F32Rows::dense(v, len), &slots, p, out);
-            }
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::weighted_sum(F32Rows::dense(v, len), &first(p.len()), p, out),
+            _ => scalar::weighted_sum(F32Rows::dense(v, len), &first(p.len()), p, out),
         }
     }
 
@@ -213,9 +241,10 @@ impl Kernels {
     /// `p[j]` as long): the bits of [`Kernels::weighted_sum`] over slots `0..p[j].len()`.
     pub fn weighted_sums_f16(self, rows: F16Rows, p: &[&[f32]], out: &mut [&mut [f32]]) {
         assert_eq!(p.len(), out.len(), "an output for each pair's weights");
-        let count = p.first().map_or(0, |p| p.len());
         #[cfg(target_arch = "x86_64")]
-        if self.reads_kv_direct(p.len(), rows.len, count) && p.iter().all(|p| p.len() == count) {
+        if self.reads_kv_direct(p.len(), rows.len, p.first().map_or(0, |p| p.len()))
+            && p.windows(2).all(|w| w[0].len() == w[1].len())
+        {
             // SAFETY: as above.
             unsafe {
                 match (p, out) {

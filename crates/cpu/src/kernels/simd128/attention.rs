@@ -1,29 +1,67 @@
-//! One attention head over f16 cache rows: scores and the weighted sum of values, in
+//! One attention head over the cache's rows, f16 as stored or widened to f32 once for all the
+//! (token, head) pairs that read them: scores and the weighted sum of values, in
 //! `scalar::scores` and `scalar::weighted_sum`'s order.
 
 use core::arch::wasm32::*;
 
 use super::{lanes8, load4, load8_f16, store4};
 use crate::kernels::scalar::hsum8;
-use crate::kernels::F16Rows;
+use crate::kernels::{F16Rows, Rows, Widen};
+
+/// An element of attention's rows, eight at a time as two f32x4.
+pub trait Load8: Widen {
+    /// Elements `at..at + 8` of `v` (elements 0..4, 4..8).
+    fn load8(v: &[Self], at: usize) -> (v128, v128);
+}
+
+impl Load8 for half::f16 {
+    fn load8(v: &[Self], at: usize) -> (v128, v128) {
+        load8_f16(v, at)
+    }
+}
+
+impl Load8 for f32 {
+    fn load8(v: &[Self], at: usize) -> (v128, v128) {
+        (load4(&v[at..]), load4(&v[at + 4..]))
+    }
+}
+
+/// Rows `0..count` of `rows` widened to f32 one after another into `out` (`[count, len]`):
+/// each value `half`'s exact conversion. (f16 has no conversion instruction in wasm: converting
+/// once for all the pairs that read a KV head, not once a pair, is most of what widening saves.)
+pub fn widen(rows: F16Rows, count: usize, out: &mut [f32]) {
+    let len = rows.len;
+    let whole = len / 8 * 8;
+    for (slot, dst) in out.chunks_exact_mut(len.max(1)).enumerate().take(count) {
+        let row = rows.row(slot);
+        for c in (0..whole).step_by(8) {
+            let (lo, hi) = load8_f16(row, c);
+            store4(&mut dst[c..], lo);
+            store4(&mut dst[c + 4..], hi);
+        }
+        for (d, v) in dst[whole..].iter_mut().zip(&row[whole..]) {
+            *d = v.to_f32();
+        }
+    }
+}
 
 /// See [`crate::kernels::Kernels::scores`]. Eight slots at a time where the head's length is
 /// a multiple of 8 (eight independent sums in flight instead of one chain); each slot's sum is
 /// still folded by the scalar [`hsum8`].
-pub fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
+pub fn scores<E: Load8>(q: &[f32], k: Rows<E>, slots: &[usize], scale: f32, out: &mut Vec<f32>) {
     let len = k.len.min(q.len());
     let q = &q[..len];
     out.clear();
     let mut eights = slots.chunks_exact(8);
     if len.is_multiple_of(8) {
         for eight in eights.by_ref() {
-            let rows: [&[half::f16]; 8] = std::array::from_fn(|j| k.row(eight[j]));
+            let rows: [&[E]; 8] = std::array::from_fn(|j| k.row(eight[j]));
             let zero = f32x4_splat(0.0);
             let (mut lo, mut hi) = ([zero; 8], [zero; 8]);
             for c in (0..len).step_by(8) {
                 let (q_lo, q_hi) = (load4(&q[c..]), load4(&q[c + 4..]));
                 for j in 0..8 {
-                    let (k_lo, k_hi) = load8_f16(rows[j], c);
+                    let (k_lo, k_hi) = E::load8(rows[j], c);
                     lo[j] = f32x4_add(lo[j], f32x4_mul(q_lo, k_lo));
                     hi[j] = f32x4_add(hi[j], f32x4_mul(q_hi, k_hi));
                 }
@@ -42,13 +80,13 @@ pub fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<
         let whole = len / 8 * 8;
         let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
         for c in (0..whole).step_by(8) {
-            let (k_lo, k_hi) = load8_f16(row, c);
+            let (k_lo, k_hi) = E::load8(row, c);
             lo = f32x4_add(lo, f32x4_mul(load4(&q[c..]), k_lo));
             hi = f32x4_add(hi, f32x4_mul(load4(&q[c + 4..]), k_hi));
         }
         let mut l = lanes8(lo, hi);
         for i in whole..len {
-            l[i % 8] += q[i] * row[i].to_f32();
+            l[i % 8] += q[i] * row[i].widen();
         }
         out.push(hsum8(&l) * scale);
     }
@@ -57,7 +95,7 @@ pub fn scores(q: &[f32], k: F16Rows, slots: &[usize], scale: f32, out: &mut Vec<
 /// See [`crate::kernels::Kernels::weighted_sum`]. The output stays in registers across the
 /// slots, 32 elements at a time (the same additions in the same order as one slot at a time
 /// through memory).
-pub fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
+pub fn weighted_sum<E: Load8>(v: Rows<E>, slots: &[usize], p: &[f32], out: &mut [f32]) {
     let len = v.len.min(out.len());
     let by32 = len / 32 * 32;
     for start in (0..by32).step_by(32) {
@@ -67,7 +105,7 @@ pub fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
             let row = &v.row(slot)[start..start + 32];
             let pv = f32x4_splat(pj);
             for h in 0..4 {
-                let (v_lo, v_hi) = load8_f16(row, 8 * h);
+                let (v_lo, v_hi) = E::load8(row, 8 * h);
                 acc[2 * h] = f32x4_add(acc[2 * h], f32x4_mul(pv, v_lo));
                 acc[2 * h + 1] = f32x4_add(acc[2 * h + 1], f32x4_mul(pv, v_hi));
             }
@@ -81,7 +119,7 @@ pub fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
         let row = v.row(slot);
         let pv = f32x4_splat(pj);
         for c in (by32..whole).step_by(8) {
-            let (v_lo, v_hi) = load8_f16(row, c);
+            let (v_lo, v_hi) = E::load8(row, c);
             let o = &mut out[c..c + 8];
             let lo = f32x4_add(load4(o), f32x4_mul(pv, v_lo));
             let hi = f32x4_add(load4(&o[4..]), f32x4_mul(pv, v_hi));
@@ -89,7 +127,7 @@ pub fn weighted_sum(v: F16Rows, slots: &[usize], p: &[f32], out: &mut [f32]) {
             store4(&mut o[4..], hi);
         }
         for e in whole..len {
-            out[e] += pj * row[e].to_f32();
+            out[e] += pj * row[e].widen();
         }
     }
 }

@@ -15,7 +15,7 @@ mod q32;
 
 use core::arch::wasm32::*;
 
-pub use attention::{scores, weighted_sum};
+pub use attention::{scores, weighted_sum, widen};
 pub use float::float_rows;
 pub use kquants::k_rows;
 pub use q32::q32_rows;
