@@ -37,10 +37,9 @@ pub const MOST_DIRECT_PAIRS: usize = 3;
 impl Kernels {
     /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
     /// that read them ([`Kernels::widen`], [`Kernels::scores_f32`]): the x86 kernels, whose f16
-    /// loads convert at every read, where a block's pairs read each row many times (3 query
-    /// heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
-    /// And wasm's simd128, which has no f16 conversion instruction: each value took a dozen
-    /// integer operations at every read.
+    /// loads convert at every read, and wasm's simd128, which has no f16 conversion instruction
+    /// (a dozen integer operations a value), where a block's pairs read each row many times (3
+    /// query heads a KV head in SmolLM2, 7 in Qwen2.5-0.5B, times the block's tokens).
     pub fn widens_kv(self) -> bool {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512 | Isa::Simd128)
     }
@@ -229,8 +228,7 @@ impl Kernels {
             }
             return;
         }
-        let slots: Vec<usize> = (0..count).collect();
-        let mut scores = Vec::new();
+        let (slots, mut scores) = (first(count), Vec::new());
         for (q, out) in q.iter().zip(out) {
             self.scores(q, rows, &slots, scale, &mut scores);
             out.extend_from_slice(&scores);
@@ -263,8 +261,7 @@ impl Kernels {
             return;
         }
         for (p, out) in p.iter().zip(out) {
-            let slots: Vec<usize> = (0..p.len()).collect();
-            self.weighted_sum(rows, &slots, p, out);
+            self.weighted_sum(rows, &first(p.len()), p, out);
         }
     }
 }

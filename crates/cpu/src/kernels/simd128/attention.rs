@@ -15,12 +15,14 @@ pub trait Load8: Widen {
 }
 
 impl Load8 for half::f16 {
+    #[inline]
     fn load8(v: &[Self], at: usize) -> (v128, v128) {
         load8_f16(v, at)
     }
 }
 
 impl Load8 for f32 {
+    #[inline]
     fn load8(v: &[Self], at: usize) -> (v128, v128) {
         (load4(&v[at..]), load4(&v[at + 4..]))
     }
