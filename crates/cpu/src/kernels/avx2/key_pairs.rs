@@ -84,31 +84,38 @@ pub unsafe fn scores_key_pairs(
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(q2, k));
             }
         }
-        // Slots 0..8 of the group in the low halves, 8..16 in the high, each summed as
-        // `scores_dense` sums eight slots.
-        let low = |a: __m512| _mm512_castps512_ps256(a);
-        let high = |a: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));
-        let first = [
-            low(acc[0]),
-            low(acc[1]),
-            low(acc[2]),
-            low(acc[3]),
-            low(acc[4]),
-            low(acc[5]),
-            low(acc[6]),
-            low(acc[7]),
-        ];
-        let second = [
-            high(acc[0]),
-            high(acc[1]),
-            high(acc[2]),
-            high(acc[3]),
-            high(acc[4]),
-            high(acc[5]),
-            high(acc[6]),
-            high(acc[7]),
-        ];
-        out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(first), scale)));
-        out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(second), scale)));
+        append_group_scores(&acc, scale, out);
     }
+}
+
+/// A group's sixteen scores appended to `out`, from its eight slot pairs' accumulators (slots
+/// 0..8 of the group in the low halves, 8..16 in the high), each slot's lanes summed as
+/// `scores_dense` sums eight slots, then scaled.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+pub(super) fn append_group_scores(acc: &[__m512; 8], scale: __m256, out: &mut Vec<f32>) {
+    let low = |a: __m512| _mm512_castps512_ps256(a);
+    let high = |a: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));
+    let first = [
+        low(acc[0]),
+        low(acc[1]),
+        low(acc[2]),
+        low(acc[3]),
+        low(acc[4]),
+        low(acc[5]),
+        low(acc[6]),
+        low(acc[7]),
+    ];
+    let second = [
+        high(acc[0]),
+        high(acc[1]),
+        high(acc[2]),
+        high(acc[3]),
+        high(acc[4]),
+        high(acc[5]),
+        high(acc[6]),
+        high(acc[7]),
+    ];
+    out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(first), scale)));
+    out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(second), scale)));
 }

@@ -12,7 +12,8 @@
 
 use std::arch::x86_64::*;
 
-use super::{lanes, tile_hsum8, GROUP_SLOTS};
+use super::key_pairs::append_group_scores;
+use super::GROUP_SLOTS;
 use crate::kernels::F16Rows;
 
 /// Eight values `8c..8c + 8` of slot `a` beside those of slot `b`, widened to sixteen f32.
@@ -84,31 +85,8 @@ pub unsafe fn scores_f16_pairs<const Q: usize>(
                 }
             }
         }
-        let low = |a: __m512| _mm512_castps512_ps256(a);
-        let high = |a: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));
         for (acc, out) in acc.iter().zip(out.iter_mut()) {
-            let first = [
-                low(acc[0]),
-                low(acc[1]),
-                low(acc[2]),
-                low(acc[3]),
-                low(acc[4]),
-                low(acc[5]),
-                low(acc[6]),
-                low(acc[7]),
-            ];
-            let second = [
-                high(acc[0]),
-                high(acc[1]),
-                high(acc[2]),
-                high(acc[3]),
-                high(acc[4]),
-                high(acc[5]),
-                high(acc[6]),
-                high(acc[7]),
-            ];
-            out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(first), scale)));
-            out.extend_from_slice(&lanes(_mm256_mul_ps(tile_hsum8(second), scale)));
+            append_group_scores(acc, scale, out);
         }
     }
 }
