@@ -39,6 +39,11 @@ fn simd128_kernels_handle_extreme_values() {
     extremes(simd());
 }
 
+/// `n` random f16 values (magnitudes up to 2).
+fn random_f16(rng: &mut TestRng, n: usize) -> Vec<f16> {
+    rng.floats(n, 2.0).into_iter().map(f16::from_f32).collect()
+}
+
 /// Every f16 bit pattern through the attention kernels: the SIMD conversion must give what
 /// `half` gives (NaNs compared as NaNs: WebAssembly leaves their payload to the engine).
 #[wasm_bindgen_test]
@@ -73,17 +78,8 @@ fn attention_kernels_equal_the_scalar_kernels() {
         .into_iter()
         .flat_map(|len| [1, 8, 9, 17].map(|slots| (len, slots)))
     {
-        let data: Vec<f16> = rng
-            .floats(slots * len, 2.0)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect();
-        let rows = F16Rows {
-            data: &data,
-            stride: len,
-            offset: 0,
-            len,
-        };
+        let data = random_f16(&mut rng, slots * len);
+        let rows = F16Rows::dense(&data, len);
         let q = rng.floats(len, 1.0);
         let p = rng.floats(slots, 1.0);
         let picked: Vec<usize> = (0..slots).rev().collect();
@@ -120,17 +116,8 @@ fn widened_attention_equals_the_scalar_kernels() {
         .into_iter()
         .flat_map(|len| [1, 8, 9, 17, 64].map(|slots| (len, slots)))
     {
-        let data: Vec<f16> = rng
-            .floats(slots * len, 2.0)
-            .into_iter()
-            .map(f16::from_f32)
-            .collect();
-        let rows = F16Rows {
-            data: &data,
-            stride: len,
-            offset: 0,
-            len,
-        };
+        let data = random_f16(&mut rng, slots * len);
+        let rows = F16Rows::dense(&data, len);
         let q = rng.floats(len, 1.0);
         let p = rng.floats(slots, 1.0);
         let picked: Vec<usize> = (0..slots).rev().collect();
