@@ -70,7 +70,11 @@ fn main() {
             let x = rng.floats(n * cols, 1.0);
             let mut out = vec![0f32; n * rows];
             // The fastest of several short runs: on a busy machine, the run least disturbed.
-            let reps = (200 / n).max(10);
+            // KERNEL_COST_REPS=5000: more products a run (for a profiler).
+            let reps = std::env::var("KERNEL_COST_REPS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or((200 / n).max(10));
             let mut us = f64::MAX;
             with_team(threads, |team| {
                 for _ in 0..15 {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use half::f16;
 
-use crate::kernels::{F16Rows, F32Rows, Kernels, MOST_DIRECT_PAIRS};
+use crate::kernels::{F16Rows, F32Rows, Kernels, PAIRS_A_PASS};
 use crate::pool::Team;
 
 /// One layer's attention problem.
@@ -156,7 +156,7 @@ impl Attention<'_> {
             |c: &Range<usize>| c.end <= base && kernels.reads_kv_direct(n_pairs, hd, c.len());
         for c in chunks.clone() {
             if direct(&c) {
-                let mut qs: [&[f32]; MOST_DIRECT_PAIRS] = Default::default();
+                let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
                 for (q, &(pair, _)) in qs.iter_mut().zip(&pairs) {
                     *q = &self.q[pair * hd..][..hd];
                 }
@@ -165,22 +165,26 @@ impl Attention<'_> {
                 continue;
             }
             // Every slot of a chunk of the cache is visible: its keys in the kernels' own
-            // layout, all scored. A chunk with block entries is read through its visible slots.
-            let whole = c.end <= base;
-            if whole {
+            // layout, all scored, a few pairs a pass. A chunk with block entries is read
+            // through each pair's visible slots.
+            if c.end <= base {
                 kernels.widen_keys(k_rows.from_slot(c.start), c.len(), k);
-            } else {
-                kernels.widen(k_rows.from_slot(c.start), c.len(), k);
+                for (at, group) in pairs.chunks(PAIRS_A_PASS).enumerate() {
+                    let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
+                    for (q, &(pair, _)) in qs.iter_mut().zip(group) {
+                        *q = &self.q[pair * hd..][..hd];
+                    }
+                    let out = &mut pair_scores[at * PAIRS_A_PASS..][..group.len()];
+                    kernels.scores_keys_many(&qs[..group.len()], k, c.len(), scale, out, scores);
+                }
+                continue;
             }
+            kernels.widen(k_rows.from_slot(c.start), c.len(), k);
             let keys = F32Rows::dense(k, hd);
             for (p, &(pair, _)) in pairs.iter().enumerate() {
                 let qh = &self.q[pair * hd..][..hd];
-                if whole {
-                    kernels.scores_keys(qh, k, c.len(), scale, scores);
-                } else {
-                    in_chunk(p, &c, rel);
-                    kernels.scores_f32(qh, keys, rel, scale, scores);
-                }
+                in_chunk(p, &c, rel);
+                kernels.scores_f32(qh, keys, rel, scale, scores);
                 pair_scores[p].extend_from_slice(scores);
             }
         }
@@ -188,11 +192,11 @@ impl Attention<'_> {
         let mut pairs = pairs;
         for c in chunks {
             if direct(&c) {
-                let mut weights: [&[f32]; MOST_DIRECT_PAIRS] = Default::default();
+                let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
                 for (w, scores) in weights.iter_mut().zip(pair_scores.iter()) {
                     *w = &scores[c.clone()];
                 }
-                let mut outs: [&mut [f32]; MOST_DIRECT_PAIRS] = Default::default();
+                let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
                 for (out, (_, o)) in outs.iter_mut().zip(pairs.iter_mut()) {
                     *out = &mut **o;
                 }
@@ -201,12 +205,23 @@ impl Attention<'_> {
                 continue;
             }
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
+            if c.end <= base {
+                for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
+                    let n = group.len();
+                    let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
+                    for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
+                        *w = &scores[c.clone()];
+                    }
+                    let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
+                    for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
+                        *out = &mut **o;
+                    }
+                    kernels.weighted_sums_f32_dense(v, &weights[..n], &mut outs[..n]);
+                }
+                continue;
+            }
             let values = F32Rows::dense(v, hd);
             for (p, (_, o)) in pairs.iter_mut().enumerate() {
-                if c.end <= base {
-                    kernels.weighted_sum_f32_dense(v, &pair_scores[p][c.clone()], o);
-                    continue;
-                }
                 let before = in_chunk(p, &c, rel);
                 let weights = &pair_scores[p][before..before + rel.len()];
                 kernels.weighted_sum_f32(values, rel, weights, o);

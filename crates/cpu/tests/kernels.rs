@@ -284,10 +284,12 @@ fn keys_in_each_layout_score_as_the_scalar_kernel() {
     }
 }
 
-/// Scores and weighted sums of one to four pairs over rows read straight from the f16 cache
+/// Scores and weighted sums of one to seven pairs over rows read straight from the f16 cache
 /// (`scores_f16`, `weighted_sums_f16`: in registers with AVX-512 for up to three pairs, a call
-/// per pair otherwise) give the scalar kernels' bits for each pair: heads of 64 and 128, slot
-/// counts of whole sixteens and not, rows at a stride inside a wider cache row.
+/// per pair otherwise) and over the rows widened once (`scores_keys_many`,
+/// `weighted_sums_f32_dense`: three pairs a pass with AVX-512, then the rest) give the scalar
+/// kernels' bits for each pair: heads of 64 and 128, slot counts of whole sixteens and not,
+/// rows at a stride inside a wider cache row.
 #[test]
 fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
     use runahead_cpu::kernels::{scalar, F16Rows};
@@ -304,7 +306,7 @@ fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
                 len,
             };
             let slots: Vec<usize> = (0..count).collect();
-            for pairs in 1..=4 {
+            for pairs in 1..=7 {
                 let q: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(len, 1.5)).collect();
                 let p: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(count, 1.0)).collect();
                 let start: Vec<Vec<f32>> = (0..pairs).map(|_| rng.floats(len, 0.5)).collect();
@@ -324,14 +326,29 @@ fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
                     let mut outs: Vec<&mut [f32]> =
                         sums.iter_mut().map(Vec::as_mut_slice).collect();
                     k.weighted_sums_f16(rows, &ps, &mut outs);
+                    let (mut keys, mut values, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+                    k.widen_keys(rows, count, &mut keys);
+                    k.widen(rows, count, &mut values);
+                    let mut wide_scores = vec![vec![9.0]; pairs];
+                    k.scores_keys_many(&qs, &keys, count, 0.125, &mut wide_scores, &mut scratch);
+                    let mut wide_sums = start.clone();
+                    let mut outs: Vec<&mut [f32]> =
+                        wide_sums.iter_mut().map(Vec::as_mut_slice).collect();
+                    k.weighted_sums_f32_dense(&values, &ps, &mut outs);
                     for j in 0..pairs {
-                        assert_eq!(scores[j][0], 9.0, "appended after what was there, {what}");
-                        assert_bits_eq(
-                            &scores[j][1..],
-                            &want_scores[j],
-                            &format!("scores, {what}"),
-                        );
-                        assert_bits_eq(&sums[j], &want_sums[j], &format!("sums, {what}"));
+                        for (scores, sums, from) in [
+                            (&scores[j], &sums[j], "the cache"),
+                            (&wide_scores[j], &wide_sums[j], "widened rows"),
+                        ] {
+                            let what = format!("{what}, from {from}");
+                            assert_eq!(scores[0], 9.0, "appended after what was there, {what}");
+                            assert_bits_eq(
+                                &scores[1..],
+                                &want_scores[j],
+                                &format!("scores, {what}"),
+                            );
+                            assert_bits_eq(sums, &want_sums[j], &format!("sums, {what}"));
+                        }
                     }
                 }
             }

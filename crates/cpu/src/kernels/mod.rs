@@ -41,7 +41,7 @@ pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 mod widened;
-pub use widened::MOST_DIRECT_PAIRS;
+pub use widened::PAIRS_A_PASS;
 
 use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format, WeightFormat};

@@ -28,11 +28,12 @@ fn first(count: usize) -> Cow<'static, [usize]> {
     }
 }
 
-/// Most pairs [`Kernels::reads_kv_direct`] takes: three pairs' accumulators (eight 512-bit
-/// registers each for the scores) fill the 32 registers. (More, in groups of three, each
-/// converting the keys and values again: two- to sixteen-row blocks no faster than through a
-/// widened copy, some slower.)
-pub const MOST_DIRECT_PAIRS: usize = 3;
+/// Most (token, head) pairs one pass of the AVX-512 attention kernels takes, each key and
+/// value loaded (or converted, [`Kernels::reads_kv_direct`]) once for all of them: three pairs'
+/// accumulators (eight 512-bit registers each for the scores) fill the 32 registers. (The
+/// direct kernels for more pairs, in groups of three, each converting the keys and values
+/// again: two- to sixteen-row blocks no faster than through a widened copy, some slower.)
+pub const PAIRS_A_PASS: usize = 3;
 
 impl Kernels {
     /// Whether attention widens a KV head's rows to f32 once for all the (token, head) pairs
@@ -159,10 +160,51 @@ impl Kernels {
     ) {
         #[cfg(target_arch = "x86_64")]
         if self.keys_in_pairs(count, q.len()) {
+            out.clear();
             // SAFETY: as above.
-            return unsafe { avx2::scores_key_pairs(q, keys, count, scale, out) };
+            return unsafe { avx2::scores_key_pairs([q], keys, count, scale, [out]) };
         }
         self.scores_f32_dense(q, keys, count, scale, out)
+    }
+
+    /// [`Kernels::scores_keys`] of each query `q[j]`, appended to `out[j]` (`scratch`: a
+    /// buffer for instruction sets that score one query at a time). With AVX-512, up to
+    /// [`PAIRS_A_PASS`] queries at a time share each key's loads.
+    pub fn scores_keys_many(
+        self,
+        q: &[&[f32]],
+        keys: &[f32],
+        count: usize,
+        scale: f32,
+        out: &mut [Vec<f32>],
+        scratch: &mut Vec<f32>,
+    ) {
+        assert_eq!(q.len(), out.len(), "a row of scores for each query");
+        #[cfg(target_arch = "x86_64")]
+        if q.iter().all(|q| self.keys_in_pairs(count, q.len()))
+            && q.windows(2).all(|w| w[0].len() == w[1].len())
+        {
+            for (q, out) in q.chunks(PAIRS_A_PASS).zip(out.chunks_mut(PAIRS_A_PASS)) {
+                // SAFETY: as above.
+                unsafe {
+                    match (q, out) {
+                        ([a], [oa]) => avx2::scores_key_pairs([*a], keys, count, scale, [oa]),
+                        ([a, b], [oa, ob]) => {
+                            avx2::scores_key_pairs([*a, *b], keys, count, scale, [oa, ob])
+                        }
+                        ([a, b, c], [oa, ob, oc]) => {
+                            avx2::scores_key_pairs([*a, *b, *c], keys, count, scale, [oa, ob, oc])
+                        }
+                        _ => unreachable!("chunks of one to three"),
+                    }
+                }
+            }
+            return;
+        }
+        for (q, out) in q.iter().zip(out) {
+            self.scores_keys(q, keys, count, scale, scratch);
+            out.extend_from_slice(scratch);
+        }
     }
 
     /// [`Kernels::weighted_sum_f32`] over rows `0..p.len()` of `out.len()` values one after
@@ -182,6 +224,47 @@ impl Kernels {
         }
     }
 
+    /// [`Kernels::weighted_sum_f32_dense`] for each pair `j`: `out[j]` from the weights
+    /// `p[j]` (every `p[j]` as long, every `out[j]` too). With AVX-512 and outputs of whole
+    /// 64s, up to [`PAIRS_A_PASS`] pairs at a time share each row's loads.
+    pub fn weighted_sums_f32_dense(self, v: &[f32], p: &[&[f32]], out: &mut [&mut [f32]]) {
+        assert_eq!(p.len(), out.len(), "an output for each pair's weights");
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512
+            && out
+                .iter()
+                .all(|o| o.len() == out[0].len() && o.len().is_multiple_of(64))
+            && p.windows(2).all(|w| w[0].len() == w[1].len())
+        {
+            let len = out.first().map_or(0, |o| o.len());
+            for (p, out) in p.chunks(PAIRS_A_PASS).zip(out.chunks_mut(PAIRS_A_PASS)) {
+                // SAFETY: as above.
+                unsafe {
+                    match (p, out) {
+                        ([a], [oa]) => avx2::weighted_sums_dense_avx512(v, len, [*a], [&mut **oa]),
+                        ([a, b], [oa, ob]) => avx2::weighted_sums_dense_avx512(
+                            v,
+                            len,
+                            [*a, *b],
+                            [&mut **oa, &mut **ob],
+                        ),
+                        ([a, b, c], [oa, ob, oc]) => avx2::weighted_sums_dense_avx512(
+                            v,
+                            len,
+                            [*a, *b, *c],
+                            [&mut **oa, &mut **ob, &mut **oc],
+                        ),
+                        _ => unreachable!("chunks of one to three"),
+                    }
+                }
+            }
+            return;
+        }
+        for (p, out) in p.iter().zip(out) {
+            self.weighted_sum_f32_dense(v, p, out);
+        }
+    }
+
     /// Whether [`Kernels::scores_f16`] and [`Kernels::weighted_sums_f16`] read `pairs` pairs'
     /// keys and values of `len` values straight from the cache, `count` slots at a time (AVX-512,
     /// at most three pairs, heads of whole 64s, slots in whole sixteens), where attention would
@@ -190,7 +273,7 @@ impl Kernels {
     pub fn reads_kv_direct(self, pairs: usize, len: usize, count: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self.isa == Isa::Avx512 {
-            return (1..=MOST_DIRECT_PAIRS).contains(&pairs)
+            return (1..=PAIRS_A_PASS).contains(&pairs)
                 && len > 0
                 && len.is_multiple_of(64)
                 && count.is_multiple_of(avx2::GROUP_SLOTS);

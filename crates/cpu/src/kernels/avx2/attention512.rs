@@ -12,8 +12,8 @@ use crate::kernels::F16Rows;
 /// See [`super::widen`].
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 pub unsafe fn widen_avx512(rows: F16Rows, count: usize, out: &mut [f32]) {
     let len = rows.len;
     let (by16, by8) = (len / 16 * 16, len / 8 * 8);
@@ -46,33 +46,67 @@ pub unsafe fn widen_avx512(rows: F16Rows, count: usize, out: &mut [f32]) {
 /// across the slots, the rest as the 256-bit kernel takes it.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 pub unsafe fn weighted_sum_dense_avx512(v: &[f32], stride: usize, p: &[f32], out: &mut [f32]) {
     let len = stride.min(out.len());
     let v = &v[..p.len() * stride];
     let by64 = len / 64 * 64;
-    for start in (0..by64).step_by(64) {
-        let o = &mut out[start..start + 64];
-        // SAFETY: `o` holds 64 f32; unaligned loads.
-        let load = |r: usize| unsafe { _mm512_loadu_ps(o.as_ptr().add(16 * r)) };
-        let mut acc = [load(0), load(1), load(2), load(3)];
-        let mut row = v.as_ptr().wrapping_add(start);
-        for &pj in p {
-            let pv = _mm512_set1_ps(pj);
+    // SAFETY: this function's features are the kernel's.
+    unsafe { weighted_sums_dense_avx512(v, stride, [p], [&mut out[..by64]]) };
+    // SAFETY: this function's features include the tail's.
+    unsafe { weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64) };
+}
+
+/// `out[j][e] += p[j][s] * v[s * stride + e]` slot after slot for each of `Q` pairs whose
+/// outputs are whole 64s (every `p[j]` as long): [`weighted_sum_dense_avx512`]'s bits for
+/// each, with each row of values loaded once for all of them (one pair loaded four registers
+/// and a weight for every four multiplies and adds, and waited on the loads).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+pub unsafe fn weighted_sums_dense_avx512<const Q: usize>(
+    v: &[f32],
+    stride: usize,
+    p: [&[f32]; Q],
+    mut out: [&mut [f32]; Q],
+) {
+    let count = p.first().map_or(0, |p| p.len());
+    assert!(p.iter().all(|p| p.len() == count), "as many weights a pair");
+    let len = out.first().map_or(0, |o| o.len());
+    assert!(
+        len.is_multiple_of(64) && out.iter().all(|o| o.len() == len) && len <= stride,
+        "outputs of one length, whole 64s, within a row"
+    );
+    let v = &v[..count * stride];
+    for start in (0..len).step_by(64) {
+        let mut acc = [[_mm512_setzero_ps(); 4]; Q];
+        for (acc, o) in acc.iter_mut().zip(out.iter()) {
             for (r, a) in acc.iter_mut().enumerate() {
-                // SAFETY: elements start..start + 64 of a row of `v` (`p.len()` rows of
-                // `stride >= start + 64`); unaligned.
-                let x = unsafe { _mm512_loadu_ps(row.add(16 * r)) };
-                *a = _mm512_add_ps(*a, _mm512_mul_ps(pv, x));
+                // SAFETY: values start..start + 64 of an output of `len`; unaligned.
+                *a = unsafe { _mm512_loadu_ps(o.as_ptr().add(start + 16 * r)) };
+            }
+        }
+        let mut row = v.as_ptr().wrapping_add(start);
+        for s in 0..count {
+            // SAFETY: elements start..start + 64 of row s of `v` (`count` rows of `stride >=
+            // len`); unaligned.
+            let x = |r: usize| unsafe { _mm512_loadu_ps(row.add(16 * r)) };
+            let x = [x(0), x(1), x(2), x(3)];
+            for (acc, p) in acc.iter_mut().zip(&p) {
+                let pv = _mm512_set1_ps(p[s]);
+                for (a, &x) in acc.iter_mut().zip(&x) {
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(pv, x));
+                }
             }
             row = row.wrapping_add(stride);
         }
-        for (r, a) in acc.iter().enumerate() {
-            // SAFETY: as above; unaligned stores.
-            unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(16 * r), *a) };
+        for (acc, o) in acc.iter().zip(out.iter_mut()) {
+            for (r, &a) in acc.iter().enumerate() {
+                // SAFETY: as above; unaligned stores.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(start + 16 * r), a) };
+            }
         }
     }
-    // SAFETY: this function's features include the tail's.
-    unsafe { weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64) };
 }

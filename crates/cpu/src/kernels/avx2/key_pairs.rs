@@ -50,41 +50,52 @@ pub unsafe fn widen_key_pairs(rows: F16Rows, count: usize, out: &mut [f32]) {
     }
 }
 
-/// The scores of `q` against `count` keys in the paired layout ([`widen_key_pairs`]) into
-/// `out`: the bits of [`super::scores_dense`] over the same keys one after another.
+/// The scores of each query `q[j]` against `count` keys in the paired layout
+/// ([`widen_key_pairs`]), appended to `out[j]`: the bits of [`super::scores_dense`] over the
+/// same keys one after another. Each key register is loaded once for all `Q` queries: one
+/// query a load waited on the loads (a core that loads one 512-bit register a cycle, Zen 5,
+/// multiplies and adds two), where three keep the multiplies and adds busy; three queries'
+/// accumulators (eight registers each) and their broadcast values fill the 32 registers.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
-pub unsafe fn scores_key_pairs(
-    q: &[f32],
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+pub unsafe fn scores_key_pairs<const Q: usize>(
+    q: [&[f32]; Q],
     keys: &[f32],
     count: usize,
     scale: f32,
-    out: &mut Vec<f32>,
+    mut out: [&mut Vec<f32>; Q],
 ) {
-    let len = q.len();
+    let len = q.first().map_or(0, |q| q.len());
     assert!(len.is_multiple_of(8) && count.is_multiple_of(GROUP_SLOTS));
+    assert!(q.iter().all(|q| q.len() == len), "queries of one length");
     assert!(keys.len() >= count * len, "the keys");
-    out.clear();
     let chunks = len / 8;
     let scale = _mm256_set1_ps(scale);
     for group in keys[..count * len].chunks_exact(GROUP_SLOTS * len) {
-        let mut acc = [_mm512_setzero_ps(); 8];
+        let mut acc = [[_mm512_setzero_ps(); 8]; Q];
         for c in 0..chunks {
-            // SAFETY: values 8c..8c + 8 of `q` (c < len / 8); unaligned.
-            let q8 = unsafe { _mm256_loadu_ps(q.as_ptr().add(8 * c)) };
-            let q2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(q8)));
-            for (pair, a) in acc.iter_mut().enumerate() {
+            let mut q2 = [_mm512_setzero_ps(); Q];
+            for (q2, q) in q2.iter_mut().zip(&q) {
+                // SAFETY: values 8c..8c + 8 of a query of `len` values (c < len / 8); unaligned.
+                let q8 = unsafe { _mm256_loadu_ps(q.as_ptr().add(8 * c)) };
+                *q2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(q8)));
+            }
+            for pair in 0..8 {
                 // SAFETY: register c of pair `pair`, inside the group's `16 * len` values;
                 // unaligned.
                 let k = unsafe {
                     _mm512_loadu_ps(group.as_ptr().add((pair * chunks + c) * GROUP_SLOTS))
                 };
-                *a = _mm512_add_ps(*a, _mm512_mul_ps(q2, k));
+                for (acc, q2) in acc.iter_mut().zip(&q2) {
+                    acc[pair] = _mm512_add_ps(acc[pair], _mm512_mul_ps(*q2, k));
+                }
             }
         }
-        append_group_scores(&acc, scale, out);
+        for (acc, out) in acc.iter().zip(out.iter_mut()) {
+            append_group_scores(acc, scale, out);
+        }
     }
 }
 
@@ -92,7 +103,7 @@ pub unsafe fn scores_key_pairs(
 /// 0..8 of the group in the low halves, 8..16 in the high), each slot's lanes summed as
 /// `scores_dense` sums eight slots, then scaled.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 pub(super) fn append_group_scores(acc: &[__m512; 8], scale: __m256, out: &mut Vec<f32>) {
     let low = |a: __m512| _mm512_castps512_ps256(a);
     let high = |a: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(a)));

@@ -19,9 +19,9 @@ use crate::kernels::F16Rows;
 /// Eight values `8c..8c + 8` of slot `a` beside those of slot `b`, widened to sixteen f32.
 ///
 /// # Safety
-/// Both rows hold values `8c..8c + 8` (the caller's bounds); the CPU supports AVX-512 F.
+/// Both rows hold values `8c..8c + 8` (the caller's bounds); the CPU supports AVX-512 F and VL.
 #[inline]
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 unsafe fn slot_pair(a: &[half::f16], b: &[half::f16], c: usize) -> __m512 {
     // SAFETY: the caller's promise; unaligned 16-byte loads.
     unsafe {
@@ -36,8 +36,8 @@ unsafe fn slot_pair(a: &[half::f16], b: &[half::f16], c: usize) -> __m512 {
 /// query `j`: [`super::scores_key_pairs`]'s bits over the same keys widened.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 pub unsafe fn scores_f16_pairs<const Q: usize>(
     q: [&[f32]; Q],
     rows: F16Rows,
@@ -96,8 +96,8 @@ pub unsafe fn scores_f16_pairs<const Q: usize>(
 /// [`super::weighted_sum_dense_avx512`]'s bits over the same values widened.
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-512 F.
-#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+/// The CPU must support AVX2, FMA, F16C and AVX-512 F and VL.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 pub unsafe fn weighted_sums_f16<const Q: usize>(
     rows: F16Rows,
     p: [&[f32]; Q],

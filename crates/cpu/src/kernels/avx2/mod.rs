@@ -24,7 +24,7 @@ pub(crate) mod quantize;
 use std::arch::x86_64::*;
 
 pub use attention::{scores, scores_dense, weighted_sum, weighted_sum_dense, widen};
-pub use attention512::{weighted_sum_dense_avx512, widen_avx512};
+pub use attention512::{weighted_sum_dense_avx512, weighted_sums_dense_avx512, widen_avx512};
 pub use exp::{exp_minus, exp_minus_avx512, silu_mul, silu_mul_avx512};
 pub use float::float_rows;
 pub use key_pairs::{scores_key_pairs, widen_key_pairs, GROUP_SLOTS};
