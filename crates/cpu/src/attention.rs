@@ -149,19 +149,25 @@ impl Attention<'_> {
             .step_by(CHUNK_SLOTS)
             .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
         // A chunk of the cache (every slot visible to every pair) that a few pairs read
-        // straight from the f16 rows, each key and value converted once in registers for all
-        // of them; more pairs share a widened copy.
+        // straight from the f16 rows, each key and value converted once in registers for the
+        // pairs of a pass; more pairs share a widened copy.
         let n_pairs = pairs.len();
-        let direct =
-            |c: &Range<usize>| c.end <= base && kernels.reads_kv_direct(n_pairs, hd, c.len());
+        let direct = |c: &Range<usize>| {
+            c.end <= base
+                && n_pairs <= MOST_DIRECT_PASSES * PAIRS_A_PASS
+                && kernels.reads_kv_direct(n_pairs.min(PAIRS_A_PASS), hd, c.len())
+        };
         for c in chunks.clone() {
             if direct(&c) {
-                let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
-                for (q, &(pair, _)) in qs.iter_mut().zip(&pairs) {
-                    *q = &self.q[pair * hd..][..hd];
+                let rows = k_rows.from_slot(c.start);
+                for (at, group) in pairs.chunks(PAIRS_A_PASS).enumerate() {
+                    let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
+                    for (q, &(pair, _)) in qs.iter_mut().zip(group) {
+                        *q = &self.q[pair * hd..][..hd];
+                    }
+                    let (n, out) = (group.len(), &mut pair_scores[at * PAIRS_A_PASS..]);
+                    kernels.scores_f16(&qs[..n], rows, c.len(), scale, &mut out[..n]);
                 }
-                let (n, rows) = (n_pairs, k_rows.from_slot(c.start));
-                kernels.scores_f16(&qs[..n], rows, c.len(), scale, &mut pair_scores[..n]);
                 continue;
             }
             // Every slot of a chunk of the cache is visible: its keys in the kernels' own
@@ -192,16 +198,19 @@ impl Attention<'_> {
         let mut pairs = pairs;
         for c in chunks {
             if direct(&c) {
-                let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
-                for (w, scores) in weights.iter_mut().zip(pair_scores.iter()) {
-                    *w = &scores[c.clone()];
+                let rows = v_rows.from_slot(c.start);
+                for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
+                    let n = group.len();
+                    let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
+                    for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
+                        *w = &scores[c.clone()];
+                    }
+                    let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
+                    for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
+                        *out = &mut **o;
+                    }
+                    kernels.weighted_sums_f16(rows, &weights[..n], &mut outs[..n]);
                 }
-                let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
-                for (out, (_, o)) in outs.iter_mut().zip(pairs.iter_mut()) {
-                    *out = &mut **o;
-                }
-                let (n, rows) = (n_pairs, v_rows.from_slot(c.start));
-                kernels.weighted_sums_f16(rows, &weights[..n], &mut outs[..n]);
                 continue;
             }
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
@@ -293,6 +302,12 @@ struct Scratch {
     pair_scores: Vec<Vec<f32>>,
     rel: Vec<usize>,
 }
+
+/// Passes over a chunk of the f16 cache a unit of pairs makes before it widens the chunk once
+/// instead: two (six pairs, two of SmolLM2's rows, or a halved unit of four) read it faster
+/// than a widened copy (two rows behind 1,024 entries 3-9% faster), three (the Qwen 0.5B's
+/// seven query heads to a KV head) slower (one row 12%).
+const MOST_DIRECT_PASSES: usize = 2;
 
 /// Slots a chunk of widened keys and values holds: 64 rows of 64 f32 are 16 KB, which stay in
 /// the L1 cache while every pair of a unit reads them; a whole KV head widened at once (512 KB
