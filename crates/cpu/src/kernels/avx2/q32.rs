@@ -370,23 +370,25 @@ macro_rules! tile_kernel {
                         *m = _mm256_setzero_ps();
                     }
                     let mut g = c0;
+                    // The first group whose offsets the pass after the group loop adds.
+                    let mut offsets_from = c0;
                     if $rows_in_pairs && T > 1 {
                         // The chunk's spans two rows to a 512-bit register (c0 and the chunk are
-                        // even, so these are whole spans).
+                        // even, so these are whole spans), their offsets with them.
                         let end = c1.min(span_groups).max(g);
                         // SAFETY: this kernel's features are AVX-512 F, VL and VNNI (only
                         // `rows_vnni` pairs rows); the activations hold `T` rows of every group
                         // (asserted above).
-                        acc = unsafe {
+                        (acc, (macc2, macc1)) = unsafe {
                             spans_in_pairs::<F, P, T>(
                                 w_row,
                                 g..end,
-                                (qs, d8, ysum),
-                                mws,
+                                (qs, d8, ysum, s),
                                 (acc, c0 == 0),
+                                (macc2, macc1),
                             )
                         };
-                        g = end;
+                        (g, offsets_from) = (end, end);
                     }
                     while g < c1 && g < span_groups {
                         // Span g / 2: groups g and g + 1, one whole-block sum per lane.
@@ -456,7 +458,7 @@ macro_rules! tile_kernel {
                     if has_min {
                         // The offsets' products in a pass of their own: in the group loop their
                         // accumulators pushed the tile's out of the sixteen registers.
-                        for g in c0..c1 {
+                        for g in offsets_from..c1 {
                             let mw = mws[g];
                             let mw2 = _mm256_set_m128(mw, mw);
                             for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {

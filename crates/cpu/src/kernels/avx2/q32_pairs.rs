@@ -64,21 +64,25 @@ unsafe fn load_pair(at: *const __m256i, two: bool) -> __m512i {
 /// The span groups `groups` (whole spans) of weight row `w_row` (format `F`, packed when `P`)
 /// against the tile's `T` rows, added into each row's span lanes `acc` (returned; all zeros when
 /// `fresh`, the row's first chunk: not read, since reading back lanes just stored to memory
-/// stalled the loop a quarter of its time), as [`super::q32`]'s span loop adds them; the spans'
-/// offsets into `mws` (formats with a minimum).
+/// stalled the loop a quarter of its time), as [`super::q32`]'s span loop adds them. Formats
+/// with a minimum add each group's offsets' products into `offsets` (rows 2p and 2p + 1 in the
+/// halves of register p, an odd last row in the last: what [`super::q32`]'s pass after the
+/// group loop adds, group after group, in the same order), here beside the byte products that
+/// wait on their loads, where a pass of their own took a fifth of a Q4_1 tile's time.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, VL and VNNI. `qs`, `d8` and `ysum` are the tile's arranged
-/// activations as [`super::q32`] takes them, holding `T` rows of every group in `groups`.
+/// The CPU must support AVX-512 F, VL and VNNI. `qs`, `d8`, `ysum` and `s` are the tile's
+/// arranged activations as [`super::q32`] takes them, holding `T` rows of every group in
+/// `groups`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
     w_row: &[u8],
     groups: Range<usize>,
-    (qs, d8, ysum): (*const __m256i, *const __m256, *const __m256i),
-    mws: &mut [__m128],
+    (qs, d8, ysum, s): (*const __m256i, *const __m256, *const __m256i, *const f32),
     (mut acc, fresh): ([__m256; T], bool),
-) -> [__m256; T] {
+    mut offsets: ([__m256; 4], __m128),
+) -> ([__m256; T], ([__m256; 4], __m128)) {
     let pairs = T.div_ceil(2);
     let mut both = [_mm512_setzero_ps(); 4]; // [pairs]: a tile has at most eight rows
     if !fresh {
@@ -93,8 +97,25 @@ pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
         let (w, dw, mw) = span_at::<F, P>(w_row, g);
         let u = unsigned_weights_vnni::<F, SPAN>(&w);
         if format(F).has_min() {
-            mws[g] = _mm256_castps256_ps128(mw);
-            mws[g + 1] = _mm256_extractf128_ps::<1>(mw);
+            let (macc2, macc1) = &mut offsets;
+            for (at, mw) in [
+                (g, _mm256_castps256_ps128(mw)),
+                (g + 1, _mm256_extractf128_ps::<1>(mw)),
+            ] {
+                let mw2 = _mm256_set_m128(mw, mw);
+                // Row t's offsets' scales of group `at`.
+                let s_at = |t: usize| s.wrapping_add((at * T + t) * GROUP);
+                for (p, macc) in macc2.iter_mut().enumerate().take(T / 2) {
+                    // SAFETY: rows 2p and 2p + 1 of the group, side by side (the caller's).
+                    let s8 = unsafe { _mm256_loadu_ps(s_at(2 * p)) };
+                    *macc = _mm256_add_ps(*macc, _mm256_mul_ps(mw2, s8));
+                }
+                if T % 2 == 1 {
+                    // SAFETY: as above.
+                    let s4 = unsafe { _mm_loadu_ps(s_at(T - 1)) };
+                    *macc1 = _mm_add_ps(*macc1, _mm_mul_ps(mw, s4));
+                }
+            }
         }
         // The span's weights and scales in both halves. (Written out: a closure given to
         // `from_fn` is compiled without the target features.)
@@ -151,5 +172,5 @@ pub(super) unsafe fn spans_in_pairs<const F: u8, const P: bool, const T: usize>(
     for (p, &b) in both.iter().enumerate().take(pairs) {
         split(b, &mut acc, p);
     }
-    acc
+    (acc, offsets)
 }
