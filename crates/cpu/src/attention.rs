@@ -160,14 +160,9 @@ impl Attention<'_> {
         for c in chunks.clone() {
             if direct(&c) {
                 let rows = k_rows.from_slot(c.start);
-                for (at, group) in pairs.chunks(PAIRS_A_PASS).enumerate() {
-                    let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
-                    for (q, &(pair, _)) in qs.iter_mut().zip(group) {
-                        *q = &self.q[pair * hd..][..hd];
-                    }
-                    let (n, out) = (group.len(), &mut pair_scores[at * PAIRS_A_PASS..]);
-                    kernels.scores_f16(&qs[..n], rows, c.len(), scale, &mut out[..n]);
-                }
+                self.score_passes(&pairs, pair_scores, |qs, out| {
+                    kernels.scores_f16(qs, rows, c.len(), scale, out)
+                });
                 continue;
             }
             // Every slot of a chunk of the cache is visible: its keys in the kernels' own
@@ -175,14 +170,9 @@ impl Attention<'_> {
             // through each pair's visible slots.
             if c.end <= base {
                 kernels.widen_keys(k_rows.from_slot(c.start), c.len(), k);
-                for (at, group) in pairs.chunks(PAIRS_A_PASS).enumerate() {
-                    let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
-                    for (q, &(pair, _)) in qs.iter_mut().zip(group) {
-                        *q = &self.q[pair * hd..][..hd];
-                    }
-                    let out = &mut pair_scores[at * PAIRS_A_PASS..][..group.len()];
-                    kernels.scores_keys_many(&qs[..group.len()], k, c.len(), scale, out, scores);
-                }
+                self.score_passes(&pairs, pair_scores, |qs, out| {
+                    kernels.scores_keys_many(qs, k, c.len(), scale, out, scores)
+                });
                 continue;
             }
             kernels.widen(k_rows.from_slot(c.start), c.len(), k);
@@ -199,34 +189,16 @@ impl Attention<'_> {
         for c in chunks {
             if direct(&c) {
                 let rows = v_rows.from_slot(c.start);
-                for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
-                    let n = group.len();
-                    let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
-                    for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
-                        *w = &scores[c.clone()];
-                    }
-                    let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
-                    for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
-                        *out = &mut **o;
-                    }
-                    kernels.weighted_sums_f16(rows, &weights[..n], &mut outs[..n]);
-                }
+                sum_passes(&mut pairs, pair_scores, &c, |weights, outs| {
+                    kernels.weighted_sums_f16(rows, weights, outs)
+                });
                 continue;
             }
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
             if c.end <= base {
-                for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
-                    let n = group.len();
-                    let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
-                    for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
-                        *w = &scores[c.clone()];
-                    }
-                    let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
-                    for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
-                        *out = &mut **o;
-                    }
-                    kernels.weighted_sums_f32_dense(v, &weights[..n], &mut outs[..n]);
-                }
+                sum_passes(&mut pairs, pair_scores, &c, |weights, outs| {
+                    kernels.weighted_sums_f32_dense(v, weights, outs)
+                });
                 continue;
             }
             let values = F32Rows::dense(v, hd);
@@ -235,6 +207,24 @@ impl Attention<'_> {
                 let weights = &pair_scores[p][before..before + rel.len()];
                 kernels.weighted_sum_f32(values, rel, weights, o);
             }
+        }
+    }
+
+    /// `scores(queries, their score rows)` for `pairs`, [`PAIRS_A_PASS`] at a time.
+    fn score_passes(
+        &self,
+        pairs: &Pairs,
+        pair_scores: &mut [Vec<f32>],
+        mut scores: impl FnMut(&[&[f32]], &mut [Vec<f32>]),
+    ) {
+        let hd = self.head_dim;
+        for (at, group) in pairs.chunks(PAIRS_A_PASS).enumerate() {
+            let mut qs: [&[f32]; PAIRS_A_PASS] = Default::default();
+            for (q, &(pair, _)) in qs.iter_mut().zip(group) {
+                *q = &self.q[pair * hd..][..hd];
+            }
+            let n = group.len();
+            scores(&qs[..n], &mut pair_scores[at * PAIRS_A_PASS..][..n]);
         }
     }
 
@@ -260,6 +250,28 @@ impl Attention<'_> {
         s.slots.extend(self.visible_block(i).map(|j| self.base + j));
         scores(qh, &s.slots, scale, &mut s.scores);
         self.kernels.softmax(&mut s.scores);
+    }
+}
+
+/// `sums(weights, outputs)` for `pairs`, [`PAIRS_A_PASS`] at a time: each pair's softmaxed
+/// scores over chunk `c` (`pair_scores`) and its output.
+fn sum_passes(
+    pairs: &mut Pairs,
+    pair_scores: &[Vec<f32>],
+    c: &Range<usize>,
+    mut sums: impl FnMut(&[&[f32]], &mut [&mut [f32]]),
+) {
+    for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
+        let n = group.len();
+        let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
+        for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
+            *w = &scores[c.clone()];
+        }
+        let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
+        for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
+            *out = &mut **o;
+        }
+        sums(&weights[..n], &mut outs[..n]);
     }
 }
 
