@@ -30,9 +30,10 @@ fn first(count: usize) -> Cow<'static, [usize]> {
 
 /// Most (token, head) pairs one pass of the AVX-512 attention kernels takes, each key and
 /// value loaded (or converted, [`Kernels::reads_kv_direct`]) once for all of them: three pairs'
-/// accumulators (eight 512-bit registers each for the scores) fill the 32 registers. (The
-/// direct kernels for more pairs, in groups of three, each converting the keys and values
-/// again: two- to sixteen-row blocks no faster than through a widened copy, some slower.)
+/// accumulators (eight 512-bit registers each for the scores) fill the 32 registers. (A unit of
+/// attention reads the f16 cache directly in at most two passes, `MOST_DIRECT_PASSES` in
+/// `attention.rs`: each pass converts the keys and values again, and three were slower than
+/// one widened copy.)
 pub const PAIRS_A_PASS: usize = 3;
 
 impl Kernels {
@@ -142,7 +143,7 @@ impl Kernels {
         #[cfg(target_arch = "x86_64")]
         if self.keys_in_pairs(count, rows.len) {
             out.resize(count * rows.len, 0.0);
-            // SAFETY: pairs only where the CPU has AVX-512 F (`keys_in_pairs`), AVX2 with it.
+            // SAFETY: pairs only where the CPU has AVX-512 F and VL (`keys_in_pairs`), AVX2 with it.
             return unsafe { avx2::widen_key_pairs(rows, count, out) };
         }
         self.widen(rows, count, out)
@@ -296,7 +297,7 @@ impl Kernels {
         assert_eq!(q.len(), out.len(), "a row of scores for each query");
         #[cfg(target_arch = "x86_64")]
         if self.reads_kv_direct(q.len(), rows.len, count) {
-            // SAFETY: AVX-512 F (`reads_kv_direct`), AVX2 with it.
+            // SAFETY: AVX-512 F and VL (`reads_kv_direct`), AVX2 with it.
             unsafe {
                 match (q, out) {
                     ([a], [oa]) => avx2::scores_f16_pairs([*a], rows, count, scale, [oa]),

@@ -1,8 +1,8 @@
-//! Attention's widening and weighted sums with 512-bit registers (AVX-512 F): each lane does
+//! Attention's widening and weighted sums with 512-bit registers (AVX-512 F and VL): each lane does
 //! what a lane of the 256-bit kernels ([`super::attention`]) does, one exact conversion, or the
-//! products added slot after slot in the same order, sixteen lanes to an instruction, so the
-//! bits are the same. (A core that multiplies 512 bits as fast as 256, Zen 5 or a Xeon, halves
-//! their instructions; the scores keep eight lanes a slot, the definition's order.)
+//! products added slot after slot in the same order, sixteen lanes to an instruction, so the bits
+//! are the same. (A core that multiplies 512 bits as fast as 256, Zen 5 or a Xeon, halves their
+//! instructions; the scores keep eight lanes a slot, the definition's order.)
 
 use std::arch::x86_64::*;
 

@@ -1,5 +1,6 @@
-//! Attention's scores with 512-bit registers (AVX-512 F): keys widened in slot pairs, so that
-//! one register holds the same eight values of two slots and each multiply and add serves both.
+//! Attention's scores with 512-bit registers (AVX-512 F and VL): keys widened in slot pairs, so
+//! that one register holds the same eight values of two slots and each multiply and add serves
+//! both.
 //!
 //! A score's definition ([`crate::kernels::scalar::scores`]) gives each of eight lanes every
 //! eighth product of its slot, added in order, then [`crate::kernels::scalar::hsum8`]: a slot's

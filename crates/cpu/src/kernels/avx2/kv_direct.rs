@@ -1,8 +1,8 @@
-//! Attention of a few (token, head) pairs read straight from the f16 cache (AVX-512 F): each
-//! key or value converted in registers and used there by every pair, where widening a chunk
-//! into a buffer first ([`super::widen_key_pairs`], [`super::widen_avx512`]) stored every
-//! value and loaded it back once a pair. With one token's three query heads to a KV head (a
-//! decoding step of SmolLM2) that buffer was a third of attention's work.
+//! Attention of a few (token, head) pairs read straight from the f16 cache (AVX-512 F and VL): each
+//! key or value converted in registers and used there by every pair, where widening a chunk into a
+//! buffer first ([`super::widen_key_pairs`], [`super::widen_avx512`]) stored every value and loaded
+//! it back once a pair. With one token's three query heads to a KV head (a decoding step of
+//! SmolLM2) that buffer was a third of attention's work.
 //!
 //! Each lane does what the widened kernels' lanes do: the same exact conversions, the same
 //! products added in the same order ([`super::scores_key_pairs`]: two slots to a register, eight

@@ -456,8 +456,9 @@ macro_rules! tile_kernel {
                         };
                     }
                     if has_min {
-                        // The offsets' products in a pass of their own: in the group loop their
-                        // accumulators pushed the tile's out of the sixteen registers.
+                        // The offsets' products of the groups the span loop did not add (all of
+                        // them for AVX2, whose group loop had no registers left for their
+                        // accumulators; the tail's with VNNI), in a pass of their own.
                         for g in offsets_from..c1 {
                             let mw = mws[g];
                             let mw2 = _mm256_set_m128(mw, mw);
