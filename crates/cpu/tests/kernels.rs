@@ -525,24 +525,30 @@ fn softmax_equals_the_scalar_path_bit_for_bit() {
 }
 
 /// Softmax of rows side by side (their sums interleaved) equals each row's own, rows of
-/// different lengths (a block's causal pairs) in groups of eight and a remainder.
+/// different lengths (a block's causal pairs, some with masked `-inf` scores) in groups of every
+/// size from one to eight and a remainder.
 #[test]
 fn softmax_of_rows_side_by_side_equals_each_rows_own() {
-    let rows: Vec<Vec<f32>> = (0..19)
-        .map(|r| {
-            random_input(1, 60 + r % 9, r as u64)
-                .iter()
-                .map(|v| v * 9.0)
-                .collect()
-        })
-        .collect();
-    for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
-        let mut together = rows.clone();
-        k.softmax_rows(&mut together);
-        for (r, (got, row)) in together.iter().zip(&rows).enumerate() {
-            let mut want = row.clone();
-            Kernels::scalar().softmax(&mut want);
-            assert_bits_eq(got, &want, &format!("{:?} row {r}", k.isa()));
+    let row = |r: usize| -> Vec<f32> {
+        let mut v: Vec<f32> = random_input(1, 60 + r % 9, r as u64)
+            .iter()
+            .map(|v| v * 9.0)
+            .collect();
+        if r % 4 == 1 {
+            v[r % 7] = f32::NEG_INFINITY;
+        }
+        v
+    };
+    for count in (1..=9).chain([19]) {
+        let rows: Vec<Vec<f32>> = (0..count).map(row).collect();
+        for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
+            let mut together = rows.clone();
+            k.softmax_rows(&mut together);
+            for (r, (got, row)) in together.iter().zip(&rows).enumerate() {
+                let mut want = row.clone();
+                Kernels::scalar().softmax(&mut want);
+                assert_bits_eq(got, &want, &format!("{:?} row {r} of {count}", k.isa()));
+            }
         }
     }
 }

@@ -40,6 +40,7 @@ mod q32_ids;
 pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
+mod softmax;
 mod widened;
 pub use widened::PAIRS_A_PASS;
 
@@ -418,38 +419,6 @@ impl Kernels {
             // SAFETY: every aarch64 CPU has NEON.
             Isa::Neon => unsafe { neon::scores(q, k, slots, scale, out) },
             _ => scalar::scores(q, k, slots, scale, out),
-        }
-    }
-
-    /// In-place softmax in the reference's arithmetic: the maximum, each `exp(x - max)`, then
-    /// [`crate::ops::normalize`].
-    pub fn softmax(self, x: &mut [f32]) {
-        let max = crate::ops::max_of(x);
-        self.exp_minus(x, max);
-        crate::ops::normalize(x);
-    }
-
-    /// [`Kernels::softmax`] of each row (the same bits), the rows' sums side by side: each is a
-    /// chain of adds in order, which one row at a time waits on add after add.
-    pub fn softmax_rows(self, rows: &mut [Vec<f32>]) {
-        for group in rows.chunks_mut(8) {
-            for row in group.iter_mut() {
-                let max = crate::ops::max_of(row);
-                self.exp_minus(row, max);
-            }
-            // Eight values of each row in turn: each row's adds in its order, the rows'
-            // chains interleaved.
-            let common = group.iter().map(Vec::len).min().unwrap_or(0) / 8 * 8;
-            let mut sums = [0f32; 8];
-            for at in (0..common).step_by(8) {
-                for (sum, row) in sums.iter_mut().zip(group.iter()) {
-                    *sum = row[at..at + 8].iter().fold(*sum, |sum, &v| sum + v);
-                }
-            }
-            for (sum, row) in sums.iter_mut().zip(group.iter_mut()) {
-                *sum = row[common..].iter().fold(*sum, |sum, &v| sum + v);
-                crate::ops::divide_by(row, *sum);
-            }
         }
     }
 
