@@ -52,7 +52,7 @@ pub unsafe fn scores_f16_pairs<const Q: usize>(
         "queries of the rows' length"
     );
     let chunks = len / 8;
-    let scale = _mm256_set1_ps(scale);
+    let scale = _mm512_set1_ps(scale);
     for group in (0..count).step_by(GROUP_SLOTS) {
         // The group's eight slot pairs (slot i beside slot i + 8), rows bounds-checked once.
         let pair = |p: usize| (rows.row(group + p), rows.row(group + p + 8));
