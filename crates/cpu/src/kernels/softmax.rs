@@ -49,16 +49,18 @@ fn softmax_rows_with(rows: &mut [Vec<f32>], exp_minus: impl Fn(&mut [f32], f32))
             let max = crate::ops::max_of(row);
             exp_minus(row, max);
         }
-        let sums = match group.len() {
-            1 => sums_side_by_side::<1>(group).to_vec(),
-            2 => sums_side_by_side::<2>(group).to_vec(),
-            3 => sums_side_by_side::<3>(group).to_vec(),
-            4 => sums_side_by_side::<4>(group).to_vec(),
-            5 => sums_side_by_side::<5>(group).to_vec(),
-            6 => sums_side_by_side::<6>(group).to_vec(),
-            7 => sums_side_by_side::<7>(group).to_vec(),
-            _ => sums_side_by_side::<ROWS_A_GROUP>(group).to_vec(),
-        };
+        let mut sums = [0f32; ROWS_A_GROUP];
+        let mut take = |got: &[f32]| sums[..got.len()].copy_from_slice(got);
+        match group.len() {
+            1 => take(&sums_side_by_side::<1>(group)),
+            2 => take(&sums_side_by_side::<2>(group)),
+            3 => take(&sums_side_by_side::<3>(group)),
+            4 => take(&sums_side_by_side::<4>(group)),
+            5 => take(&sums_side_by_side::<5>(group)),
+            6 => take(&sums_side_by_side::<6>(group)),
+            7 => take(&sums_side_by_side::<7>(group)),
+            _ => take(&sums_side_by_side::<ROWS_A_GROUP>(group)),
+        }
         for (row, sum) in group.iter_mut().zip(sums) {
             crate::ops::divide_by(row, sum);
         }
