@@ -124,8 +124,12 @@ impl Attention<'_> {
             rel,
             ..
         } = s;
-        block_slots.resize_with(pairs.len(), Vec::new);
-        pair_scores.resize_with(pairs.len(), Vec::new);
+        // Grown, never shrunk: units of different sizes (a KV head whole, then half of one)
+        // dropped and allocated the rows' buffers again, and their scores grew anew.
+        if block_slots.len() < pairs.len() {
+            block_slots.resize_with(pairs.len(), Vec::new);
+            pair_scores.resize_with(pairs.len(), Vec::new);
+        }
         for (p, (pair, _)) in pairs.iter().enumerate() {
             block_slots[p].clear();
             block_slots[p].extend(self.visible_block(pair / self.n_heads));
@@ -264,7 +268,10 @@ fn sum_passes(
     for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
         let n = group.len();
         let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
-        for (w, scores) in weights.iter_mut().zip(&pair_scores[at * PAIRS_A_PASS..]) {
+        for (w, scores) in weights
+            .iter_mut()
+            .zip(&pair_scores[at * PAIRS_A_PASS..][..n])
+        {
             *w = &scores[c.clone()];
         }
         let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
@@ -308,8 +315,9 @@ struct Scratch {
     k: Vec<f32>,
     v: Vec<f32>,
     /// The widened path's: each pair's visible block entries (relative to the cache's
-    /// length) and scores, and a chunk's visible slots relative to its first (a chunk of the
-    /// cache alone, all visible, is read row after row instead).
+    /// length) and scores (the unit's pairs the first entries, the rest a larger unit's,
+    /// stale), and a chunk's visible slots relative to its first (a chunk of the cache alone,
+    /// all visible, is read row after row instead).
     block_slots: Vec<Vec<usize>>,
     pair_scores: Vec<Vec<f32>>,
     rel: Vec<usize>,
