@@ -17,7 +17,9 @@
 //! the first at 0.6 times its measured cost (what cheaper verification would buy).
 //! `REPLAY_CALIBRATION=1` prints, for the input-grounded suites, how often the drafter's nodes
 //! were accepted against the path confidence it gave them, for the nodes adaptive depth kept
-//! and for those it dropped.
+//! and for those it dropped. `REPLAY_COVERAGE=1` prints, for the input-grounded suites, where
+//! each output token stood among the continuations the context so far offers (what any
+//! drafter over the context's own n-grams could propose), before the replays.
 
 use std::collections::BTreeMap;
 
@@ -239,6 +241,64 @@ fn replay(
     (plain, spec, forwards)
 }
 
+/// Where each output token stands among the continuations of the context before it, in the
+/// input-grounded traces: the most frequent continuation of the longest suffix of the context
+/// seen earlier in it (at most [`COVERAGE_LONGEST`] tokens), another continuation of that
+/// suffix, a continuation of a shorter suffix, none at all, or missed.
+fn coverage(traces: &[Trace]) {
+    const COVERAGE_LONGEST: usize = 24;
+    let names = [
+        "longest's most frequent",
+        "longest's other",
+        "a shorter one's",
+        "no match",
+        "missed",
+    ];
+    let mut counts = [0usize; 5];
+    for t in traces.iter().filter(|t| t.kind == "grounded") {
+        let Some(&first) = t.output.first() else {
+            continue;
+        };
+        let mut history = t.prompt.clone();
+        history.push(first);
+        for &next in &t.output[1..] {
+            // Continuations of each suffix length that occurs earlier, longest first.
+            let n = history.len();
+            let mut by_length: Vec<BTreeMap<u32, usize>> = Vec::new();
+            for len in (1..=COVERAGE_LONGEST.min(n - 1)).rev() {
+                let suffix = &history[n - len..];
+                let mut continuations = BTreeMap::new();
+                for start in 0..n - len {
+                    if &history[start..start + len] == suffix {
+                        *continuations.entry(history[start + len]).or_insert(0) += 1;
+                    }
+                }
+                if !continuations.is_empty() {
+                    by_length.push(continuations);
+                }
+            }
+            let most =
+                |c: &BTreeMap<u32, usize>| c.iter().max_by_key(|&(_, &k)| k).map(|(&t, _)| t);
+            let class = match by_length.split_first() {
+                None => 3,
+                Some((longest, _)) if most(longest) == Some(next) => 0,
+                Some((longest, _)) if longest.contains_key(&next) => 1,
+                Some((_, shorter)) if shorter.iter().any(|c| c.contains_key(&next)) => 2,
+                Some(_) => 4,
+            };
+            counts[class] += 1;
+            history.push(next);
+        }
+    }
+    let total = counts.iter().sum::<usize>().max(1);
+    for (name, count) in names.iter().zip(counts) {
+        println!(
+            "coverage: {name:>23}: {count} tokens ({:.1}%)",
+            100.0 * count as f64 / total as f64
+        );
+    }
+}
+
 fn make(name: &str) -> Option<Box<dyn Drafter>> {
     Some(match name {
         "ngram" => Box::new(NgramDrafter::default()),
@@ -263,6 +323,9 @@ fn main() {
     // pays): the most any depth policy could make of the drafter's drafts.
     let oracle = std::env::var("REPLAY_ORACLE").is_ok_and(|v| v == "1");
     let want_calibration = std::env::var("REPLAY_CALIBRATION").is_ok_and(|v| v == "1");
+    if std::env::var("REPLAY_COVERAGE").is_ok_and(|v| v == "1") {
+        coverage(&traces);
+    }
     if let Some(scale) = std::env::var("REPLAY_EXTRA_ROWS")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
