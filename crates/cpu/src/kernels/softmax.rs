@@ -42,6 +42,8 @@ unsafe fn softmax_rows_avx512(rows: &mut [Vec<f32>]) {
     })
 }
 
+/// [`Kernels::softmax_rows`] with `exp_minus` for the exponentials, compiled into its caller
+/// (and so with its caller's target features).
 #[inline(always)]
 fn softmax_rows_with(rows: &mut [Vec<f32>], exp_minus: impl Fn(&mut [f32], f32)) {
     for group in rows.chunks_mut(ROWS_A_GROUP) {
@@ -68,8 +70,9 @@ fn softmax_rows_with(rows: &mut [Vec<f32>], exp_minus: impl Fn(&mut [f32], f32))
 }
 
 /// Each of `N` rows' sum in order from zero (as [`crate::ops::normalize`] adds), the rows'
-/// chains interleaved one value at a time in registers (kept in an array indexed by a loop
-/// over the rows they went through the stack, a store and a load every eight adds).
+/// chains interleaved one value at a time in registers (`N` known, the compiler keeps them
+/// there; summed through an array over a group of any size, they went through the stack, a
+/// store and a load every eight adds).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // one value of every row in turn: no one row's iterator
 fn sums_side_by_side<const N: usize>(rows: &[Vec<f32>]) -> [f32; N] {
