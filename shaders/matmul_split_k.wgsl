@@ -1,38 +1,47 @@
 // y[t, col0 + o] (+)= sum_k W[o, k] * x[t, k], shaped for real GPUs. Prepended with
 // formats/common.wgsl and one formats/*.wgsl (`unit_head`, `quad`).
 //
-// Each row is split over SPLIT = 8 invocations: invocation j of a row decodes quad j of every
-// 32-weight unit, so the 8 invocations of a row read one unit's bytes together and walk the
-// row in step (coalesced reads, many rows in flight). A workgroup of 64 holds 8 rows and a tile
-// of TILE tokens (pipeline constant: 1, 4 or 8): each weight quad is decoded once per tile.
-// The 8 partial sums of a (row, token) meet in workgroup memory and one invocation adds them.
-// matmul.wgsl is the other shape, for GPUs emulated on a CPU, where barriers are expensive.
+// Each row is split over SPLIT invocations (pipeline constant: 8, 16, 32 or 64, chosen per
+// matrix by `split_k_index` in kernels.rs): invocation j of a row decodes quad j % 8 of every
+// (SPLIT / 8)th 32-weight unit, starting at unit j / 8, so a row's invocations read SPLIT / 8
+// units' bytes together and walk the row in step (coalesced reads, many rows in flight). An
+// invocation's loads wait on each other unit after unit, so on a real GPU the walk's length is
+// what a small product costs whatever its bytes (an H200 took 28 us for SmolLM2's down product
+// one unit at a time, 48 units a row; 10 us eight at a time); a large one (the output
+// projection) has rows enough in flight with 8. A workgroup of 256 holds 256 / SPLIT rows and a
+// tile of TILE tokens (pipeline constant: 1, 4 or 8): each weight quad is decoded once per
+// tile. The SPLIT partial sums of a (row, token) meet in workgroup memory and one invocation
+// adds them. matmul.wgsl is the other shape, for GPUs emulated on a CPU, where barriers are
+// expensive.
 //
-// Batch invariance: a (row, token) value is the sum over units of dot(quad, x) per invocation,
-// then the 8 partials added in invocation order, the same expression in every token slot of
-// every TILE variant: bit-identical whatever the block size M or the token's place in it.
+// Batch invariance: a (row, token) value is the sum over an invocation's units of dot(quad, x),
+// then the SPLIT partials added in invocation order, the same expression in every token slot of
+// every TILE variant (SPLIT depends on the matrix alone): bit-identical whatever the block size
+// M or the token's place in it.
 
 // Prepended with matmul_io.wgsl (parameters, bindings) and one matmul_input*.wgsl (what the
 // input is: as stored, RMS-normalized as it is read, or silu(gate) * up).
 
 // Tokens per workgroup: 1, 4 or 8.
 override TILE: u32 = 8u;
+// Invocations per row: 8, 16, 32 or 64.
+override SPLIT: u32 = 32u;
 
-const SPLIT: u32 = 8u;               // invocations per row (one per quad of a unit)
-const ROWS_PER_GROUP: u32 = 8u;      // 64 invocations / SPLIT
+const WORKGROUP: u32 = 256u;
 
-// [row in group, token slot, split]: the partial sums of each (row, token).
-var<workgroup> partial: array<f32, 512>;
+// [row in group, token slot, split]: the partial sums of each (row, token), 256 / SPLIT rows.
+var<workgroup> partial: array<f32, 2048>;
 
 // [token slot, split]: each token's sum of squares of its input, per invocation of a row
 // (NORMED inputs; every row of the group computes the same sums, row 0 writes them).
-var<workgroup> squares: array<f32, 64>;
+var<workgroup> squares: array<f32, 512>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WORKGROUP)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let r = lid / SPLIT;
     let j = lid % SPLIT;
-    let o = (wid.x + wid.y * 65535u) * ROWS_PER_GROUP + r;
+    let units_at_once = SPLIT / 8u;
+    let o = (wid.x + wid.y * 65535u) * (WORKGROUP / SPLIT) + r;
     let t0 = wid.z * TILE;
     // Rows past the matrix decode its last row and are not stored (every invocation must
     // reach the barrier).
@@ -42,9 +51,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var ss_lo = vec4<f32>(0.0); // their sums of squares (NORMED)
     var ss_hi = vec4<f32>(0.0);
     let units = p.k / 32u;
-    for (var u = 0u; u < units; u++) {
-        let w = quad(unit_head(row, u), j);
-        let b = u * 8u + j;
+    for (var u = j / 8u; u < units; u += units_at_once) {
+        let w = quad(unit_head(row, u), j % 8u);
+        let b = u * 8u + j % 8u;
         let v0 = x_at(t0, b);
         if (TILE == 1u) {
             lo = lo + vec4<f32>(dot(w, x_weighted(v0, b)), 0.0, 0.0, 0.0);

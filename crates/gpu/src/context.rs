@@ -160,14 +160,21 @@ pub fn required_limits(available: &wgpu::Limits) -> Result<wgpu::Limits, GpuErro
         6,
         available.max_storage_buffers_per_shader_stage.into(),
     )?;
+    // Workgroups of 256 (argmax.wgsl, matmul_split_k.wgsl), the split-K product's 10 KB of
+    // partial sums: WebGPU's defaults, which every adapter offers.
     need(
         "maxComputeInvocationsPerWorkgroup",
-        64,
+        256,
         available.max_compute_invocations_per_workgroup.into(),
     )?;
     need(
+        "maxComputeWorkgroupSizeX",
+        256,
+        available.max_compute_workgroup_size_x.into(),
+    )?;
+    need(
         "maxComputeWorkgroupStorageSize",
-        4096,
+        10240,
         available.max_compute_workgroup_storage_size.into(),
     )?;
     need(

@@ -164,8 +164,8 @@ pub enum MatmulShape {
     /// `matmul.wgsl`: `rows` whole output rows per invocation, `wg` invocations per workgroup,
     /// no workgroup memory and no barrier.
     Rows { rows: u32, wg: u32 },
-    /// `matmul_split_k.wgsl`: each row split over 8 invocations, 8 rows per workgroup of 64,
-    /// partial sums added in workgroup memory.
+    /// `matmul_split_k.wgsl`: each row split over 8 to 64 invocations ([`split_k_index`]) in
+    /// workgroups of 256, partial sums added in workgroup memory.
     SplitK,
 }
 
@@ -198,8 +198,43 @@ pub fn attention_chunks(capacity: usize) -> usize {
     capacity.div_ceil(attention_chunk(capacity))
 }
 
-/// Output rows of one split-K matmul workgroup.
-const SPLIT_K_ROWS_PER_GROUP: usize = 8;
+/// Invocations a row of the split-K matmul may take (its `SPLIT` constant).
+pub const SPLIT_K_SPLITS: [u32; 4] = [8, 16, 32, 64];
+
+/// Invocations of a split-K matmul workgroup: `256 / SPLIT` rows.
+const SPLIT_K_WORKGROUP: usize = 256;
+
+/// Invocations a product's rows may take in all before a wider split costs more than it saves:
+/// on an H200, SmolLM2's 3,072-row gate/up product took 9 us with 32 a row (98,304 in all) and
+/// 14 us with 64; its 49,152-row output projection 39 us with 8, 70 with 32.
+const SPLIT_K_MOST_INVOCATIONS: usize = 1 << 17;
+
+/// The split (index into [`SPLIT_K_SPLITS`]) of a product of `n` rows of `k` weights: the widest
+/// whose invocations each still read a unit at least (`SPLIT / 8` units at once) and whose rows
+/// take at most [`SPLIT_K_MOST_INVOCATIONS`]; 8 at least. Depends on the matrix alone, so a
+/// product's bits do not depend on the block.
+pub fn split_k_index(n: usize, k: usize) -> usize {
+    let units = k / 32;
+    SPLIT_K_SPLITS
+        .iter()
+        .rposition(|&split| {
+            let split = split as usize;
+            split / 8 <= units && n.saturating_mul(split) <= SPLIT_K_MOST_INVOCATIONS
+        })
+        .unwrap_or(0)
+}
+
+/// The pipeline variant of a product with parameters `params` (`[k, n, ..]`) for token tile
+/// `tile` (index into [`MATMUL_TILES`]): tile and split (see [`split_k_index`]; shapes other
+/// than split-K ignore it, [`Pipelines::get_or_create`]).
+pub fn matmul_pipeline_variant(tile: usize, params: &[u32]) -> usize {
+    let (k, n) = (params.first(), params.get(1));
+    let split = split_k_index(
+        n.copied().unwrap_or(0) as usize,
+        k.copied().unwrap_or(0) as usize,
+    );
+    tile + MATMUL_TILES.len() * split
+}
 
 impl KernelShape {
     /// For GPUs emulated on a CPU (lavapipe), where every load is a loop over the SIMD lanes
@@ -222,8 +257,8 @@ impl KernelShape {
     };
     /// For real GPUs, which need thousands of invocations in flight and coalesced reads: rows
     /// split over invocations, and one workgroup per (token, head) in the attention. Correct and
-    /// batch-invariant on every device the tests run (lavapipe, SwiftShader); its speed on a
-    /// real GPU is not measured yet.
+    /// batch-invariant on every device the tests run (lavapipe, SwiftShader, an H200); on the
+    /// H200 SmolLM2 decodes at 385-389 tok/s in this shape, 27 in the emulated one.
     pub const GPU: KernelShape = KernelShape {
         matmul: MatmulShape::SplitK,
         attention: AttentionShape::SplitKv,
@@ -275,18 +310,18 @@ impl KernelShape {
 }
 
 impl MatmulShape {
-    /// Output rows of one workgroup.
-    fn rows_per_group(self) -> usize {
+    /// Output rows of one workgroup of a product of `n` rows of `k` weights.
+    fn rows_per_group(self, n: usize, k: usize) -> usize {
         match self {
             MatmulShape::Rows { rows, wg } => (rows * wg) as usize,
-            MatmulShape::SplitK => SPLIT_K_ROWS_PER_GROUP,
+            MatmulShape::SplitK => SPLIT_K_WORKGROUP / SPLIT_K_SPLITS[split_k_index(n, k)] as usize,
         }
     }
 
-    /// Workgroups of a matmul over `n` weight rows for `m` tokens: x, then y past 65535
-    /// workgroups, over the rows; one tile of tokens per z.
-    pub fn grid(self, n: usize, m: usize) -> (u32, u32, u32) {
-        let groups = n.div_ceil(self.rows_per_group());
+    /// Workgroups of a matmul over `n` weight rows of `k` weights for `m` tokens: x, then y
+    /// past 65535 workgroups, over the rows; one tile of tokens per z.
+    pub fn grid(self, n: usize, k: usize, m: usize) -> (u32, u32, u32) {
+        let groups = n.div_ceil(self.rows_per_group(n, k));
         let tile = MATMUL_TILES[matmul_variant(m)] as usize;
         (
             groups.min(65535) as u32,
@@ -311,10 +346,11 @@ impl AttentionShape {
 }
 
 /// The pipeline variant `op` runs with uniform parameters `params` for a block of `m` tokens:
-/// the matmul's index into [`MATMUL_TILES`], the attention's head dimension (its `HD`).
+/// the matmul's tile and split ([`matmul_pipeline_variant`]), the attention's head dimension
+/// (its `HD`).
 pub fn variant(op: Op, params: &[u32], m: usize) -> usize {
     match op {
-        _ if op.is_matmul() => matmul_variant(m),
+        _ if op.is_matmul() => matmul_pipeline_variant(matmul_variant(m), params),
         Op::Attention => params.get(2).copied().unwrap_or(0) as usize,
         _ => 0,
     }
@@ -341,6 +377,11 @@ impl Pipelines {
         variant: usize,
     ) -> wgpu::ComputePipeline {
         let shape = shape.for_op(op);
+        // Only the split-K matmul has splits: other shapes' products compile once a tile.
+        let variant = match shape.matmul {
+            MatmulShape::Rows { .. } if op.is_matmul() => variant % MATMUL_TILES.len(),
+            _ => variant,
+        };
         let entry = self.map.entry((op, format, variant, shape));
         entry
             .or_insert_with(|| {
@@ -348,12 +389,15 @@ impl Pipelines {
                     "{op:?}{}",
                     format.map(|f| format!("_{f}")).unwrap_or_default()
                 );
-                let tile = MATMUL_TILES[variant.min(2)] as f64;
+                let tile = MATMUL_TILES[variant % MATMUL_TILES.len()] as f64;
+                let split = SPLIT_K_SPLITS[(variant / MATMUL_TILES.len()).min(3)] as f64;
                 let constants: Vec<(&str, f64)> = match (op, shape.matmul) {
                     (_, MatmulShape::Rows { rows, wg }) if op.is_matmul() => {
                         vec![("TILE", tile), ("ROWS", rows as f64), ("WG", wg as f64)]
                     }
-                    (_, MatmulShape::SplitK) if op.is_matmul() => vec![("TILE", tile)],
+                    (_, MatmulShape::SplitK) if op.is_matmul() => {
+                        vec![("TILE", tile), ("SPLIT", split)]
+                    }
                     (Op::Attention, _) => vec![("HD", variant as f64)],
                     _ => Vec::new(),
                 };
@@ -466,6 +510,21 @@ mod tests {
         assert_eq!(KernelShape::for_adapter(&browser_gpu), KernelShape::GPU);
     }
 
+    /// The splits the H200 measured best: SmolLM2's down product and small products eight
+    /// units at once, its gate/up product four, its output projection (and Qwen's) one.
+    #[test]
+    fn split_k_widens_small_products_only() {
+        let split = |n, k| SPLIT_K_SPLITS[split_k_index(n, k)];
+        assert_eq!(split(576, 1536), 64);
+        assert_eq!(split(576, 576), 64);
+        assert_eq!(split(3072, 576), 32);
+        assert_eq!(split(49_152, 576), 8);
+        assert_eq!(split(151_936, 896), 8);
+        // No invocation without a unit to read: rows of one to three units.
+        assert_eq!((split(37, 32), split(37, 64), split(37, 96)), (8, 16, 16));
+        assert_eq!(split(1, 0), 8);
+    }
+
     #[test]
     fn grids_cover_every_row_and_token() {
         for shape in [
@@ -473,9 +532,16 @@ mod tests {
             KernelShape::EMULATED_QUICK_COMPILE,
             KernelShape::GPU,
         ] {
-            let per_group = shape.matmul.rows_per_group();
-            for (n, m) in [(1, 1), (37, 3), (576, 16), (151_936, 64), (70_000_000, 1)] {
-                let (x, y, z) = shape.matmul.grid(n, m);
+            for (n, k, m) in [
+                (1, 32, 1),
+                (37, 96, 3),
+                (576, 1536, 16),
+                (3072, 576, 8),
+                (151_936, 896, 64),
+                (70_000_000, 32, 1),
+            ] {
+                let per_group = shape.matmul.rows_per_group(n, k);
+                let (x, y, z) = shape.matmul.grid(n, k, m);
                 assert!(x as usize * y as usize * per_group >= n, "{shape:?} n={n}");
                 assert!(x <= 65535 && y <= 65535);
                 let tile = MATMUL_TILES[matmul_variant(m)] as usize;

@@ -42,10 +42,11 @@ pub const DEFAULT_CONTEXT: usize = 4096;
 /// How many workgroups a dispatch needs for a block of `m` tokens.
 #[derive(Clone, Copy, Debug)]
 enum Grid {
-    /// Matmul over `n` weight rows, a tile of tokens per workgroup
+    /// Matmul over `n` weight rows of `k` weights, a tile of tokens per workgroup
     /// ([`kernels::MatmulShape::grid`]).
     Matmul {
         n: usize,
+        k: usize,
         shape: kernels::MatmulShape,
     },
     /// One workgroup per token.
@@ -65,7 +66,7 @@ impl Grid {
     /// Workgroups for a block of `m` tokens, the longest-seeing of which sees `slots` slots.
     fn size(self, m: usize, slots: usize) -> (u32, u32, u32) {
         match self {
-            Grid::Matmul { n, shape } => shape.grid(n, m),
+            Grid::Matmul { n, k, shape } => shape.grid(n, k, m),
             Grid::PerToken => (m as u32, 1, 1),
             Grid::Elements { per_token } => ((m * per_token).div_ceil(64) as u32, 1, 1),
             Grid::Attention {

@@ -64,7 +64,7 @@ impl Case<'_> {
         }
         let mut ctx = ctx();
         ctx.shape.matmul = self.shape;
-        let grid = self.shape.grid(self.rows, m);
+        let grid = self.shape.grid(self.rows, self.cols, m);
         let out = block_on(run_kernel(
             &ctx,
             self.op,

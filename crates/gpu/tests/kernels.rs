@@ -6,7 +6,10 @@ mod common;
 use common::{close, ctx, MATMUL_SHAPES};
 use pollster::block_on;
 use runahead_gguf::{dequantize, GgmlType};
-use runahead_gpu::kernels::{attention_chunk, attention_chunks, AttentionShape, MatmulShape, Op};
+use runahead_gpu::kernels::{
+    attention_chunk, attention_chunks, split_k_index, AttentionShape, MatmulShape, Op,
+    SPLIT_K_SPLITS,
+};
 use runahead_gpu::testing::{f32s, run_kernel, run_kernel_step, u32s, Input};
 use runahead_model::testing::{random_blocks, TestRng};
 
@@ -44,7 +47,7 @@ fn matmul_gpu(
     ];
     let mut ctx = ctx();
     ctx.shape.matmul = shape;
-    let grid = shape.grid(rows, m);
+    let grid = shape.grid(rows, cols, m);
     f32s(
         &block_on(run_kernel(
             &ctx,
@@ -115,6 +118,55 @@ fn matmul_every_format_odd_sizes_and_batch_invariance() {
                     "matmul {ty} {shape:?}: row {t} of {m} differs from alone"
                 );
             }
+        }
+    }
+}
+
+/// The split-K product at every split it takes (8 to 64 invocations a row, chosen by the
+/// matrix's size): against the reference, and each row of a block equal to the row alone.
+#[test]
+fn split_k_matmul_every_split() {
+    let mut rng = TestRng::new(19);
+    // Rows of 1, 2, 5 and 9 units, then more rows than a split of 16 takes (the invocations'
+    // cap): 8, 16, 32, 64 and 8 invocations a row.
+    let sizes = [(37, 32), (37, 64), (37, 160), (37, 288), (8_200, 64)];
+    let splits: Vec<u32> = sizes
+        .iter()
+        .map(|&(n, k)| SPLIT_K_SPLITS[split_k_index(n, k)])
+        .collect();
+    assert_eq!(splits, [8, 16, 32, 64, 8]);
+    for ((rows, cols), ty) in sizes.into_iter().zip([
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q5_1,
+        GgmlType::Q4_1,
+    ]) {
+        let w = random_blocks(ty, rows * cols, 0.5, &mut rng);
+        let mut wf = vec![0f32; rows * cols];
+        dequantize(ty, &w, &mut wf).unwrap();
+        let m = 9;
+        let x = rng.floats(m * cols, 1.0);
+        let want: Vec<f32> = (0..m)
+            .flat_map(|t| {
+                let (x, wf) = (&x, &wf);
+                (0..rows).map(move |o| {
+                    (0..cols)
+                        .map(|k| wf[o * cols + k] * x[t * cols + k])
+                        .sum::<f32>()
+                })
+            })
+            .collect();
+        let got = matmul_gpu(MatmulShape::SplitK, ty, &w, rows, cols, &x, m, None);
+        close(&got, &want, 1e-4, &format!("split-K {ty} {rows}x{cols}"));
+        for t in [0, 4, 8] {
+            let x_t = &x[t * cols..(t + 1) * cols];
+            let alone = matmul_gpu(MatmulShape::SplitK, ty, &w, rows, cols, x_t, 1, None);
+            assert_eq!(
+                alone[..],
+                got[t * rows..(t + 1) * rows],
+                "split-K {ty} {rows}x{cols}: row {t} of {m} differs from alone"
+            );
         }
     }
 }
@@ -713,14 +765,16 @@ fn top_k_matches_the_cpu_selection_exactly() {
 
 #[test]
 fn argmax_lowest_index_on_ties_and_nan() {
-    let n = 1001usize;
+    // Rows longer than a workgroup's first pass (1,024 logits), ending in a partial one.
+    let n = 3001usize;
     let mut rng = TestRng::new(18);
     let mut logits = rng.floats(4 * n, 1.0);
-    logits[500] = 5.0; // row 0: single max
-    logits[n + 10] = 7.0; // row 1: tie, lowest index wins
-    logits[n + 900] = 7.0;
+    logits[2500] = 5.0; // row 0: single max
+    logits[n + 2900] = 7.0; // row 1: tie, lowest index wins, whoever meets which first
+    logits[n + 10] = 7.0;
+    logits[n + 1290] = 7.0;
     logits[2 * n + 3] = f32::NAN; // row 2: NaN never wins
-    logits[2 * n + 4] = 9.0;
+    logits[2 * n + 2999] = 9.0;
     // Row 3: nothing to pick (NaN and -inf only) is marked, not read as token 0.
     for (i, v) in logits[3 * n..].iter_mut().enumerate() {
         *v = if i % 2 == 0 {
@@ -742,5 +796,5 @@ fn argmax_lowest_index_on_ties_and_nan() {
         ))
         .unwrap(),
     );
-    assert_eq!(got, vec![500, 10, 4, u32::MAX]);
+    assert_eq!(got, vec![2500, 10, 2999, u32::MAX]);
 }

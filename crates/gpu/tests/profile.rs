@@ -148,7 +148,7 @@ fn matmul_kernel_times() {
                     &inputs,
                     &p,
                     (m, 0),
-                    ctx.shape.matmul.grid(rows, m),
+                    ctx.shape.matmul.grid(rows, cols, m),
                     r,
                 )
                 .unwrap();

@@ -73,10 +73,12 @@ impl Builder<'_> {
         params: &[u32],
         grid: Grid,
     ) -> Dispatch {
-        // The matmul has one pipeline per token tile; other ops one (the attention's is
-        // specialized to the head dimension).
+        // The matmul has one pipeline per token tile (and its matrix's split); other ops one
+        // (the attention's is specialized to the head dimension).
         let variants: Vec<usize> = match op.is_matmul() {
-            true => (0..MATMUL_TILES.len()).collect(),
+            true => (0..MATMUL_TILES.len())
+                .map(|tile| kernels::matmul_pipeline_variant(tile, params))
+                .collect(),
             false => vec![kernels::variant(op, params, 1)],
         };
         let uniform = self.uniform(params);
@@ -194,6 +196,7 @@ impl Builder<'_> {
                 &p,
                 Grid::Matmul {
                     n: piece.rows,
+                    k: w.cols,
                     shape: self.ctx.shape.matmul,
                 },
             );
