@@ -390,13 +390,13 @@ impl Pipelines {
                     format.map(|f| format!("_{f}")).unwrap_or_default()
                 );
                 let tile = MATMUL_TILES[variant % MATMUL_TILES.len()] as f64;
-                let split = SPLIT_K_SPLITS[(variant / MATMUL_TILES.len()).min(3)] as f64;
+                let split = (variant / MATMUL_TILES.len()).min(SPLIT_K_SPLITS.len() - 1);
                 let constants: Vec<(&str, f64)> = match (op, shape.matmul) {
                     (_, MatmulShape::Rows { rows, wg }) if op.is_matmul() => {
                         vec![("TILE", tile), ("ROWS", rows as f64), ("WG", wg as f64)]
                     }
                     (_, MatmulShape::SplitK) if op.is_matmul() => {
-                        vec![("TILE", tile), ("SPLIT", split)]
+                        vec![("TILE", tile), ("SPLIT", SPLIT_K_SPLITS[split] as f64)]
                     }
                     (Op::Attention, _) => vec![("HD", variant as f64)],
                     _ => Vec::new(),
