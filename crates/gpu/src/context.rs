@@ -197,3 +197,34 @@ pub fn required_limits(available: &wgpu::Limits) -> Result<wgpu::Limits, GpuErro
         ..base
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// WebGPU's defaults are enough; an adapter below the workgroups the kernels use (256
+    /// invocations, the split-K product's 10 KB) is refused with the limit it lacks.
+    #[test]
+    fn adapters_below_the_kernels_workgroups_are_refused_by_name() {
+        assert!(required_limits(&wgpu::Limits::default()).is_ok());
+        let short = |limits: wgpu::Limits| match required_limits(&limits) {
+            Err(GpuError::LimitTooSmall { limit, .. }) => limit,
+            other => panic!("expected LimitTooSmall, got {other:?}"),
+        };
+        let invocations = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 128,
+            ..wgpu::Limits::default()
+        };
+        assert_eq!(short(invocations), "maxComputeInvocationsPerWorkgroup");
+        let size_x = wgpu::Limits {
+            max_compute_workgroup_size_x: 128,
+            ..wgpu::Limits::default()
+        };
+        assert_eq!(short(size_x), "maxComputeWorkgroupSizeX");
+        let storage = wgpu::Limits {
+            max_compute_workgroup_storage_size: 8192,
+            ..wgpu::Limits::default()
+        };
+        assert_eq!(short(storage), "maxComputeWorkgroupStorageSize");
+    }
+}
