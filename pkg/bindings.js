@@ -7,6 +7,46 @@ import * as single from './wasm/runahead.js';
 
 let current = single;
 
+// A module of one function that multiplies with relaxed SIMD's i32x4.relaxed_dot_i8x16_i7x16_add_s
+// (three zero constants, then the opcode 0xfd 0x113): it validates only where the engine has
+// relaxed SIMD.
+const c16 = [0xfd, 0x0c, ...new Array(16).fill(0)];
+const probeBody = [0x00, ...c16, ...c16, ...c16, 0xfd, 0x93, 0x02, 0x0b];
+const RELAXED_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+  0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // a type: () -> v128
+  0x03, 0x02, 0x01, 0x00, // a function of it
+  0x0a, probeBody.length + 2, 0x01, probeBody.length, ...probeBody, // its code
+]);
+
+let relaxed = null;
+
+/**
+ * Whether this browser runs WebAssembly relaxed SIMD (Chrome 114 on): the package then loads the
+ * builds whose CPU kernels multiply with its dot product (runahead_relaxed_bg.wasm, the same
+ * results, faster).
+ */
+export function relaxedSimd() {
+  if (relaxed === null) {
+    try {
+      relaxed = WebAssembly.validate(RELAXED_PROBE);
+    } catch {
+      relaxed = false;
+    }
+  }
+  return relaxed;
+}
+
+/**
+ * Where a build's .wasm is fetched from: `url` when the page gave one, else the relaxed SIMD
+ * build beside the package's files where the browser runs it, else the plain one (undefined:
+ * wasm-bindgen's own default, runahead_bg.wasm beside its JavaScript).
+ */
+export function wasmSource(url, relaxedUrl) {
+  if (url !== undefined) return { module_or_path: url };
+  return relaxedSimd() ? { module_or_path: relaxedUrl } : undefined;
+}
+
 /** The module in use on this thread (the single-threaded one until the threaded one loads). */
 export function bindings() {
   return current;
@@ -31,7 +71,9 @@ let threadedReady = null;
 export function initializeThreaded(wasmUrl) {
   threadedReady ??= (async () => {
     const threaded = await import('./wasm-threads/runahead.js');
-    const exports = await threaded.default(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl });
+    // This exact form lets bundlers find the file.
+    const relaxedUrl = new URL('./wasm-threads/runahead_relaxed_bg.wasm', import.meta.url);
+    const exports = await threaded.default(wasmSource(wasmUrl, relaxedUrl));
     current = threaded;
     return exports;
   })().catch((e) => {

@@ -3,7 +3,7 @@
 // for: bindings.js), checks WebGPU before any model byte is read, reads the model and loads it.
 
 import init from './wasm/runahead.js';
-import { bindings, canRunThreads, defaultThreads, initializeThreaded, startPool } from './bindings.js';
+import { bindings, canRunThreads, defaultThreads, initializeThreaded, startPool, wasmSource } from './bindings.js';
 import { keepHistory } from './history.js';
 import { abortError, toRunaheadError } from './errors.js';
 import { checkSource, dropCached, readModel } from './source.js';
@@ -12,10 +12,13 @@ let wasmReady = null;
 
 /**
  * Loads and instantiates the WebAssembly module on this thread (once). `wasmUrl` overrides where
- * `runahead_bg.wasm` is fetched from (default: next to this package's files).
+ * it is fetched from (default: next to this package's files, `runahead_relaxed_bg.wasm` where the
+ * browser runs relaxed SIMD, else `runahead_bg.wasm`).
  */
 export function initialize(wasmUrl) {
-  wasmReady ??= init(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl }).catch((e) => {
+  // This exact form lets bundlers find the file.
+  const relaxedUrl = new URL('./wasm/runahead_relaxed_bg.wasm', import.meta.url);
+  wasmReady ??= init(wasmSource(wasmUrl, relaxedUrl)).catch((e) => {
     wasmReady = null;
     throw toRunaheadError(e, 'wasm');
   });

@@ -125,7 +125,11 @@ export interface LoadOptions {
   onEvent?: (event: LoadEvent) => void;
   /** Stops the load in any phase (rejects with code `cancelled`). */
   signal?: AbortSignal;
-  /** Where to fetch runahead_bg.wasm from (default: next to this package's files). */
+  /**
+   * Where to fetch the engine's .wasm from (default: next to this package's files,
+   * wasm/runahead_relaxed_bg.wasm where `relaxedSimd()`, else wasm/runahead_bg.wasm). A page
+   * that serves them elsewhere picks one the same way.
+   */
   wasmUrl?: string | URL;
   /**
    * The CPU engine's threads (default: `navigator.hardwareConcurrency`, at most 8; at most 16).
@@ -135,7 +139,10 @@ export interface LoadOptions {
    * says why.
    */
   threads?: number;
-  /** Where to fetch the threaded build's wasm-threads/runahead_bg.wasm from (default: next to this package's files). */
+  /**
+   * Where to fetch the threaded build's .wasm from (default: next to this package's files,
+   * wasm-threads/runahead_relaxed_bg.wasm where `relaxedSimd()`, else wasm-threads/runahead_bg.wasm).
+   */
   wasmThreadsUrl?: string | URL;
 }
 
@@ -423,6 +430,14 @@ export class Runahead {
 }
 
 export function initialize(wasmUrl?: string | URL): Promise<unknown>;
+
+/**
+ * Whether this browser runs WebAssembly relaxed SIMD (Chrome 114 on). The package then loads
+ * the builds whose CPU kernels multiply with its integer dot product (`runahead_relaxed_bg.wasm`:
+ * the same tokens, faster; `info().adapter` names the kernels "simd128+relaxed"); elsewhere the
+ * plain SIMD builds.
+ */
+export function relaxedSimd(): boolean;
 
 /**
  * Bytes of the page thread's WebAssembly memory (it only grows: after a load, its peak); 0

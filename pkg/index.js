@@ -7,12 +7,12 @@
 import { Engine } from './wasm/runahead.js';
 import { createChat } from './chat.js';
 import { initialize, loadEngine, wasmMemoryBytes } from './core.js';
-import { bindings } from './bindings.js';
+import { bindings, relaxedSimd } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { WorkerEngine } from './remote.js';
 import { modelCache } from './cache.js';
 
-export { RunaheadError, initialize, wasmMemoryBytes };
+export { RunaheadError, initialize, relaxedSimd, wasmMemoryBytes };
 
 /** One generation: an async iterator of verified tokens, with its final result. */
 class Generation {

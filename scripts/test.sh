@@ -26,8 +26,9 @@
 # developer's plain `cargo test`.
 #
 # Build caches: target/ (native), target-wasm/ (wasm32, scripts/wasm.sh) and target-wasm-threads/
-# (the threaded wasm32 build); CARGO_TARGET_DIR, WASM_TARGET_DIR and WASM_THREADS_TARGET_DIR
-# override them. RUNAHEAD_MODELS overrides the model directory (default models/).
+# (the threaded wasm32 build), and the relaxed SIMD builds' target-wasm-relaxed/ and
+# target-wasm-threads-relaxed/; CARGO_TARGET_DIR, WASM_TARGET_DIR, WASM_THREADS_TARGET_DIR,
+# WASM_RELAXED_TARGET_DIR and WASM_THREADS_RELAXED_TARGET_DIR override them. RUNAHEAD_MODELS overrides the model directory (default models/).
 # Each step prints its time; a fresh machine's figures are in the README ("Tests").
 set -euo pipefail
 
@@ -80,13 +81,20 @@ step_models() {
 }
 step_fmt() { cargo fmt --all -- --check; }
 step_clippy() { cargo test --workspace --no-run; }
-# Both wasm32 builds, linted as they compile: the browser tests' (which is also the package's
-# single-threaded wasm) and the package's threaded one (its atomics-only code compiles there).
+# The wasm32 builds, linted as they compile: the browser tests' (which is also the package's
+# single-threaded wasm), with and without relaxed SIMD (its kernels compile only there), and the
+# package's threaded ones (its atomics-only code compiles there; pkg-threads builds both).
 step_wasm_clippy() {
   "$root/scripts/wasm.sh" test --no-run
+  WASM_RELAXED=1 "$root/scripts/wasm.sh" test --no-run
   "$root/scripts/wasm.sh" pkg-threads
 }
-step_browser() { "$root/scripts/wasm.sh" test; }
+# The browser tests on both single-threaded builds: every kernel against the scalar one, with
+# plain SIMD and with relaxed SIMD.
+step_browser() {
+  "$root/scripts/wasm.sh" test
+  WASM_RELAXED=1 "$root/scripts/wasm.sh" test
+}
 step_e2e() {
   # The reference: the native CLI of the clippy step's build (the cli crate's tests put it in
   # target/debug). Then the npm package's wasm: the release-profile .wasm the browser step built

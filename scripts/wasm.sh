@@ -15,6 +15,13 @@
 #                                            # runahead-web built again in target-wasm-threads/,
 #                                            # wasm-bindgen --target web into pkg/wasm-threads/
 #
+# WASM_RELAXED=1: the same with WebAssembly relaxed SIMD as well (its integer dot product in the
+# CPU engine's kernels), in target-wasm-relaxed/ and target-wasm-threads-relaxed/; `pkg` and
+# `pkg-threads` then add only runahead_relaxed_bg.wasm beside runahead_bg.wasm (wasm-bindgen's
+# JavaScript for the two builds is the same file, checked), which the package loads where the
+# browser validates relaxed SIMD. Without WASM_RELAXED, `pkg` and `pkg-threads` build both;
+# WASM_RELAXED=0 builds the plain one alone.
+#
 # One wasm32 build serves the browser tests, the wasm32 lint pass and the package: `test` and
 # `pkg` run the same cargo invocation in the release profile (`--profile release`), and `pkg`
 # takes the runahead_web .wasm that build made. So the e2e tests (scripts/test.sh e2e) run the
@@ -49,7 +56,11 @@ need cargo cargo-web
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 
+relaxed=${WASM_RELAXED:-}
 export CARGO_TARGET_DIR=${WASM_TARGET_DIR:-$root/target-wasm}
+if [ "$relaxed" = 1 ]; then
+  CARGO_TARGET_DIR=${WASM_RELAXED_TARGET_DIR:-$root/target-wasm-relaxed}
+fi
 # Every wasm32 build (std included, through -Zbuild-std) uses WebAssembly SIMD: the CPU
 # engine's simd128 kernels, and LLVM vectorizes the rest. Every browser with WebGPU, and every
 # current one without, runs it. One set of flags for every command below, so `test` and `pkg`
@@ -63,12 +74,19 @@ WASM_RUSTFLAGS="-C target-feature=+simd128"
 # flags rebuild everything, std included, and must not invalidate the single-threaded build.
 if [ "$cmd" = pkg-threads ]; then
   export CARGO_TARGET_DIR=${WASM_THREADS_TARGET_DIR:-$root/target-wasm-threads}
+  if [ "$relaxed" = 1 ]; then
+    CARGO_TARGET_DIR=${WASM_THREADS_RELAXED_TARGET_DIR:-$root/target-wasm-threads-relaxed}
+  fi
   WASM_RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals"
   WASM_RUSTFLAGS+=" -C link-arg=--shared-memory -C link-arg=--import-memory"
   WASM_RUSTFLAGS+=" -C link-arg=--max-memory=4294967296"
   for sym in __wasm_init_tls __tls_size __tls_align __tls_base; do
     WASM_RUSTFLAGS+=" -C link-arg=--export=$sym"
   done
+fi
+# Relaxed SIMD (Chrome 114 on): its own builds, std included, like the threaded one's.
+if [ "$relaxed" = 1 ]; then
+  WASM_RUSTFLAGS+=" -C target-feature=+relaxed-simd"
 fi
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASM_RUSTFLAGS ${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-}"
 # Use Debian's compiler and cargo, never rustup's proxies in ~/.cargo/bin (same version for the
@@ -103,6 +121,41 @@ if [ -z "${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER:-}" ] && ! command -v rust
     die "no wasm linker: neither rust-lld nor LLVM's wasm-ld found (install lld-22; scripts/setup.sh does)"
 fi
 
+# The host half of a build (build scripts, proc macros) does not see the wasm32 flags: a first
+# threaded or relaxed build starts from the plain single-threaded build's (a copy: cargo may
+# rewrite files in place), which saves compiling them again (syn, serde_derive, wasm-bindgen's
+# macros; minutes on 2 cores).
+seed_from_plain_build() {
+  local plain=${WASM_TARGET_DIR:-$root/target-wasm}/release
+  if [ "$CARGO_TARGET_DIR" != "${WASM_TARGET_DIR:-$root/target-wasm}" ] &&
+    [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$plain" ]; then
+    mkdir -p "$CARGO_TARGET_DIR"
+    cp -a "$plain" "$CARGO_TARGET_DIR/release"
+  fi
+}
+
+# wasm-bindgen's output for `wasm` into the package directory `out`: the whole of it for the
+# plain build; for the relaxed one (WASM_RELAXED=1) only its .wasm, as runahead_relaxed_bg.wasm,
+# once its JavaScript is found to be the plain build's (the same exports and imports).
+bindgen_into() {
+  local out=$1 wasm=$2
+  if [ "$relaxed" = 1 ]; then
+    [ -f "$out/runahead.js" ] || die "$cmd: WASM_RELAXED=1 adds to $out: build it without first"
+    local tmp
+    tmp=$(mktemp -d)
+    wasm-bindgen --target web --out-dir "$tmp" --out-name runahead "$wasm"
+    cmp -s "$tmp/runahead.js" "$out/runahead.js" ||
+      die "$cmd: the relaxed build's JavaScript differs from $out/runahead.js (rebuild both)"
+    cp "$tmp/runahead_bg.wasm" "$out/runahead_relaxed_bg.wasm"
+    rm -rf "$tmp"
+    echo "wasm.sh: $cmd: wrote $out/runahead_relaxed_bg.wasm ($(du -h "$out/runahead_relaxed_bg.wasm" | cut -f1))"
+  else
+    rm -rf "$out"
+    wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
+    echo "wasm.sh: $cmd: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
+  fi
+}
+
 pkgs=()
 for c in "${WASM_CRATES[@]}"; do pkgs+=(-p "$c"); done
 common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
@@ -134,7 +187,8 @@ case "$cmd" in
     export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
     export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
     export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
-    echo "wasm.sh: browser tests ($TARGET) runahead-cpu runahead-gpu runahead-web"
+    echo "wasm.sh: browser tests ($TARGET${relaxed:+, relaxed SIMD}) runahead-cpu runahead-gpu runahead-web"
+    seed_from_plain_build
     "$CARGO" test "${browser_tests[@]}" "$@"
     ;;
   pkg)
@@ -143,7 +197,8 @@ case "$cmd" in
     # The .wasm of the browser tests' build (see the top): the same cargo invocation as `test`,
     # so nothing is rebuilt when the tests were built; cargo names the artifact in its JSON.
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
-    echo "wasm.sh: pkg: runahead-web from the browser tests' release build ($TARGET)"
+    echo "wasm.sh: pkg: runahead-web from the browser tests' release build ($TARGET${relaxed:+, relaxed SIMD})"
+    seed_from_plain_build
     wasm=$("$CARGO" test --no-run --message-format=json "${browser_tests[@]}" "$@" |
       python3 -c '
 import json, sys
@@ -154,25 +209,15 @@ for line in sys.stdin:
         print(next(f for f in m["filenames"] if f.endswith(".wasm")))
 ')
     [ -n "$wasm" ] || die "pkg: cargo named no runahead_web .wasm"
-    out=$root/pkg/wasm
-    rm -rf "$out"
-    wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
-    echo "wasm.sh: pkg: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
+    bindgen_into "$root/pkg/wasm" "$wasm"
+    if [ -z "$relaxed" ]; then WASM_RELAXED=1 bash "$0" pkg "$@"; fi
     ;;
   pkg-threads)
     # Only the cdylib: the browser tests run on the single-threaded build; the threaded one is
     # tested through the package (tests/e2e/threads.test.mjs).
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
-    echo "wasm.sh: pkg-threads: runahead-web with atomics and shared memory ($TARGET)"
-    # The host half of a build (build scripts, proc macros) does not see the wasm32 flags: a
-    # first threaded build starts from the single-threaded build's (a copy: cargo may rewrite
-    # files in place), which saves compiling them again (syn, serde_derive, wasm-bindgen's
-    # macros; minutes on 2 cores).
-    single_host=${WASM_TARGET_DIR:-$root/target-wasm}/release
-    if [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$single_host" ]; then
-      mkdir -p "$CARGO_TARGET_DIR"
-      cp -a "$single_host" "$CARGO_TARGET_DIR/release"
-    fi
+    echo "wasm.sh: pkg-threads: runahead-web with atomics and shared memory ($TARGET${relaxed:+, relaxed SIMD})"
+    seed_from_plain_build
     threaded=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib)
     wasm=$("$CARGO" build --message-format=json "${threaded[@]}" "$@" |
       python3 -c '
@@ -186,12 +231,11 @@ for line in sys.stdin:
         print(next(f for f in m["filenames"] if f.endswith(".wasm")))
 ')
     [ -n "$wasm" ] || die "pkg-threads: cargo named no runahead_web .wasm"
-    out=$root/pkg/wasm-threads
-    rm -rf "$out"
-    wasm-bindgen --target web --out-dir "$out" --out-name runahead "$wasm"
+    bindgen_into "$root/pkg/wasm-threads" "$wasm"
     # wasm-bindgen switches to its thread support only for a module with shared memory.
-    grep -q 'shared:true' "$out/runahead.js" || die "pkg-threads: wasm-bindgen emitted no shared memory"
-    echo "wasm.sh: pkg-threads: wrote $out ($(du -h "$out/runahead_bg.wasm" | cut -f1) of wasm)"
+    grep -q 'shared:true' "$root/pkg/wasm-threads/runahead.js" ||
+      die "pkg-threads: wasm-bindgen emitted no shared memory"
+    if [ -z "$relaxed" ]; then WASM_RELAXED=1 bash "$0" pkg-threads "$@"; fi
     ;;
   check)
     echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"

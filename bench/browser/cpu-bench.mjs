@@ -9,7 +9,8 @@
 // Environment: BENCH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf), BENCH_TOKENS
 // (decoded tokens per run, default 64), BENCH_RUNS (runs per engine, default 3), BENCH_THREADS
 // (default 1), BENCH_PROMPT_REPEAT (the prompt's sentence this many times, default 1: 60
-// repeats decode behind about 800 tokens, where attention weighs), CHROMIUM.
+// repeats decode behind about 800 tokens, where attention weighs), BENCH_WASM (`plain`: the
+// builds without relaxed SIMD, by their URLs; default: what the package picks), CHROMIUM.
 
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -25,6 +26,9 @@ const PROMPT = Array(REPEAT).fill('Once upon a time, in a small village by the s
 // Room for the prompt (at most ~14 tokens a repeat) and the decoded tokens.
 const CONTEXT = Math.max(512, 64 * Math.ceil((16 * REPEAT + TOKENS + 64) / 64));
 const WLLAMA = '/bench/browser/node_modules/@wllama/wllama/esm';
+const WASM_URLS = process.env.BENCH_WASM === 'plain'
+  ? { wasmUrl: '/pkg/wasm/runahead_bg.wasm', wasmThreadsUrl: '/pkg/wasm-threads/runahead_bg.wasm' }
+  : {};
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -46,14 +50,14 @@ try {
   });
   page.on('pageerror', (e) => console.error(`pageerror: ${e.message}`));
   await page.goto(`${base}/pkg/README.md`);
-  const result = await page.evaluate(async ({ url, wllamaDir, prompt, tokens, runs, threadCounts, context }) => {
+  const result = await page.evaluate(async ({ url, wllamaDir, prompt, tokens, runs, threadCounts, context, wasmUrls }) => {
     const pkg = await import('/pkg/index.js');
     const { Wllama } = await import(`${wllamaDir}/index.js`);
     const blob = await (await fetch(url)).blob();
 
     const engines = [];
     for (const threads of threadCounts) {
-      const runahead = await pkg.Runahead.load(blob, { backend: 'cpu', context, threads });
+      const runahead = await pkg.Runahead.load(blob, { backend: 'cpu', context, threads, ...wasmUrls });
       const wllama = new Wllama(
         { default: `${wllamaDir}/wasm/wllama.wasm` },
         { suppressNativeLog: true },
@@ -87,7 +91,7 @@ try {
       });
     }
     return { engines: out, isolated: crossOriginIsolated, userAgent: navigator.userAgent };
-  }, { url: `/${MODEL}`, wllamaDir: WLLAMA, prompt: PROMPT, tokens: TOKENS, runs: RUNS, threadCounts: THREAD_COUNTS, context: CONTEXT });
+  }, { url: `/${MODEL}`, wllamaDir: WLLAMA, prompt: PROMPT, tokens: TOKENS, runs: RUNS, threadCounts: THREAD_COUNTS, context: CONTEXT, wasmUrls: WASM_URLS });
 
   const configs = result.engines.map((e) => {
     const ours = median(e.ours.map((r) => r.tokensPerSecond));

@@ -1,7 +1,8 @@
 // The package in Debian's headless Chromium with WebGPU switched off (launched without the
 // WebGPU flags, and navigator.gpu removed before the package loads): `Runahead.load` falls back
-// to the CPU engine (WebAssembly SIMD, one thread), says so in info(), and generates SmolLM2's
-// greedy tokens as the native f32 reference does (`runahead generate --backend reference`);
+// to the CPU engine (WebAssembly SIMD, one thread: the relaxed SIMD build, which Chromium runs,
+// and the plain one by its URL), says so in info(), and generates SmolLM2's greedy tokens as the
+// native f32 reference does (`runahead generate --backend reference`);
 // speculative decoding gives the plain tokens; asking for 'webgpu' fails with no_webgpu before
 // any model byte is fetched.
 //
@@ -124,16 +125,27 @@ test('without WebGPU the package falls back to the CPU engine and gives the gree
         repeating[draft] = { tokens: result.tokens, accepted: result.stats.accepted };
       }
       model.dispose();
-      return { info, runs, repeating };
+      // The build without relaxed SIMD (what a browser without it loads), by its URL.
+      const plainSimd = await pkg.Runahead.load(url, { context: 256, wasmUrl: '/pkg/wasm/runahead_bg.wasm' });
+      const simd128 = {
+        info: plainSimd.info(),
+        tokens: (await plainSimd.generate(prompt, { maxTokens, temperature: 0, draft: 'none' }).result).tokens,
+      };
+      plainSimd.dispose();
+      return { info, runs, repeating, simd128, relaxed: pkg.relaxedSimd() };
     }, { url: `/${MODEL}`, prompt: PROMPT, maxTokens: MAX_TOKENS, repeat: REPEATING });
 
     assert.equal(got.info.backend, 'cpu');
     // On the page navigator.gpu is gone; in the worker it exists but offers no adapter.
     assert.match(got.info.backendReason ?? '', /WebGPU is missing|no WebGPU adapter/);
-    assert.equal(got.info.adapter, 'CPU engine (simd128, 1 thread)');
+    // Chromium runs relaxed SIMD: the package loads the build whose kernels use it.
+    assert.equal(got.relaxed, true);
+    assert.equal(got.info.adapter, 'CPU engine (simd128+relaxed, 1 thread)');
+    assert.equal(got.simd128.info.adapter, 'CPU engine (simd128, 1 thread)');
     const want = await reference;
     const plain = got.runs.plain;
     assert.deepEqual(plain.tokens, want.tokens, 'the f32 reference\'s tokens');
+    assert.deepEqual(got.simd128.tokens, want.tokens, 'without relaxed SIMD: the reference\'s tokens');
     assert.equal(plain.text, want.text);
     for (const [name, run] of Object.entries(got.runs)) {
       assert.deepEqual(run.tokens, plain.tokens, `${name}: speculative = plain`);

@@ -3,7 +3,7 @@
 // threaded WebAssembly in the engine's worker, whose pool runs on Web Workers; two threads give
 // exactly the tokens of one thread and of the native f32 reference (`runahead generate --backend
 // reference`, as tests/e2e/cpu-fallback.test.mjs compares), speculative = plain, and the pool's
-// worker took part in the steps. A page that is not isolated, the engine on the page's own
+// worker took part in the steps; the build without relaxed SIMD gives the same tokens. A page that is not isolated, the engine on the page's own
 // thread (`worker: false`) and a threaded build that fails to load fall back to one thread and
 // say why in info(). The GPU engine (on
 // SwiftShader) runs in the threaded build as in the other. Decode speed on one and two threads,
@@ -117,13 +117,18 @@ test('an isolated page runs the CPU engine on two threads with the tokens of one
     const page = await openPage(isolated);
     const two = await loadAndGenerate(page, { threads: 2 });
     const one = await loadAndGenerate(page, { threads: 1 });
+    // The threaded build without relaxed SIMD (what a browser without it loads), asked for by
+    // its URL: the same tokens.
+    const plainSimd = await loadAndGenerate(page, { threads: 2, wasmThreadsUrl: '/pkg/wasm-threads/runahead_bg.wasm' },
+      { speculative: false });
     await page.close();
 
     assert.equal(two.isolated, true, 'the page is cross-origin isolated');
     assert.equal(two.info.backend, 'cpu');
     assert.equal(two.info.threads, 2, JSON.stringify(two.info));
     assert.equal(two.info.threadsReason, undefined);
-    assert.equal(two.info.adapter, 'CPU engine (simd128, 2 threads)');
+    // Chromium runs relaxed SIMD: the package loads the build that uses it.
+    assert.equal(two.info.adapter, 'CPU engine (simd128+relaxed, 2 threads)');
     assert.deepEqual(two.events.filter((e) => e.type === 'threads_fallback'), []);
     // The pool's worker started and joined the forwards' steps: two threads did the work.
     assert.equal(two.pool.threaded, true);
@@ -133,7 +138,8 @@ test('an isolated page runs the CPU engine on two threads with the tokens of one
     const fileBytes = (await stat(join(root, MODEL))).size;
     assert.ok(two.memory > fileBytes, `wasm memory ${two.memory} holds the ${fileBytes}-byte model`);
     assert.equal(one.info.threads, 1);
-    assert.equal(one.info.adapter, 'CPU engine (simd128, 1 thread)');
+    assert.equal(one.info.adapter, 'CPU engine (simd128+relaxed, 1 thread)');
+    assert.equal(plainSimd.info.adapter, 'CPU engine (simd128, 2 threads)');
 
     const want = await reference;
     assert.deepEqual(one.runs.plain.tokens, want.tokens, 'one thread: the f32 reference\'s tokens');
@@ -142,6 +148,7 @@ test('an isolated page runs the CPU engine on two threads with the tokens of one
       assert.equal(run.backend, 'cpu');
     }
     assert.deepEqual(two.runs.ngram.tokens, one.runs.ngram.tokens);
+    assert.deepEqual(plainSimd.runs.plain.tokens, want.tokens, 'the plain SIMD build: the reference\'s tokens');
     assert.equal(two.runs.plain.text, want.text);
   });
 

@@ -69,12 +69,16 @@ test('the Vite build of the packed package runs SmolLM2 in its worker', { timeou
     const pool = log.map((line) => /cpu pool: threaded=true workers=1 steps=(\d+) threads=2 $/.exec(line)).find(Boolean);
     assert.ok(pool && Number(pool[1]) > 0, log.join('\n'));
   }
-  // The bundle's own worker chunks and both .wasm were fetched (the app disposed the worker at
-  // its end; its last call, initialize(), fetches the single-threaded .wasm once more for the
-  // page's thread).
+  // The bundle's own worker chunks and both relaxed SIMD .wasm (Chromium runs relaxed SIMD)
+  // were fetched (the app disposed the worker at its end; its last call, initialize(), fetches
+  // the single-threaded .wasm once more for the page's thread); the plain SIMD builds, for
+  // browsers without it, are in the bundle too.
   const assets = await readdir(join(dist, 'assets'));
-  for (const name of assets.filter((f) => /^(pool-)?worker-.*\.js$|\.wasm$/.test(f))) {
+  for (const name of assets.filter((f) => /^(pool-)?worker-.*\.js$|_relaxed_bg.*\.wasm$/.test(f))) {
     assert.ok(server.requests(`/assets/${name}`).includes('GET'), name);
   }
+  const wasm = assets.filter((f) => f.endsWith('.wasm'));
+  assert.equal(wasm.filter((f) => f.includes('_relaxed_bg')).length, 2, wasm.join(' '));
+  assert.equal(wasm.length, 4, wasm.join(' '));
   assert.ok(server.bytesSent('/models/SmolLM2-135M-Instruct.Q4_1.gguf') > 0);
 });

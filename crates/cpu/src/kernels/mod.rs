@@ -83,6 +83,9 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512vnni",
+            // The build decides (WebAssembly has no runtime detection): the package loads the
+            // relaxed SIMD build where the browser validates it.
+            Isa::Simd128 if cfg!(target_feature = "relaxed-simd") => "simd128+relaxed",
             Isa::Simd128 => "simd128",
             Isa::Neon => "neon",
         }

@@ -110,6 +110,25 @@ fn pairs(w: v128, y: v128) -> v128 {
     i16x8_add(i16x8_extmul_low_i8x16(w, y), i16x8_extmul_high_i8x16(w, y))
 }
 
+/// A Q4_K or Q5_K sub-block's products (runs `w0`, `w1` of values in 0..=31, against `y0`,
+/// `y1`) in four i32 lanes.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline]
+fn unsigned_sub_block(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
+    // Four products a lane: under 4 * 31 * 127 < 2^15.
+    i32x4_extadd_pairwise_i16x8(i16x8_add(pairs(w0, y0), pairs(w1, y1)))
+}
+
+/// [`unsigned_sub_block`] by relaxed SIMD's dot product (exact for values in 0..=127: see
+/// [`super::q32`]); the lanes group the products differently, and the sub-block's sum (what
+/// [`reduce4`] keeps) is the same integer.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline]
+fn unsigned_sub_block(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
+    let dot = i32x4_relaxed_dot_i8x16_i7x16_add;
+    dot(y1, w1, dot(y0, w0, i32x4_splat(0)))
+}
+
 /// One row's step for a super-block: `acc` (lanes 0..4, 4..8) plus [`scalar::k_lane_step`].
 #[inline]
 fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
@@ -117,15 +136,14 @@ fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
     // Lane l: sub-block l's products (Q6_K: scaled per run).
     let sub_block = |l: usize| {
         let (g0, g1) = (2 * l, 2 * l + 1);
-        let (p0, p1) = (pairs(k.runs[g0], y(g0)), pairs(k.runs[g1], y(g1)));
         if f == KFormat::Q6_K {
+            let (p0, p1) = (pairs(k.runs[g0], y(g0)), pairs(k.runs[g1], y(g1)));
             i32x4_add(
                 i32x4_dot_i16x8(p0, i16x8_splat(k.run_scales[g0])),
                 i32x4_dot_i16x8(p1, i16x8_splat(k.run_scales[g1])),
             )
         } else {
-            // Four products a lane: under 4 * 31 * 127 < 2^15.
-            i32x4_extadd_pairwise_i16x8(i16x8_add(p0, p1))
+            unsigned_sub_block(k.runs[g0], y(g0), k.runs[g1], y(g1))
         }
     };
     let s: [v128; 8] = std::array::from_fn(sub_block);
