@@ -79,7 +79,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let only: Option<usize> = std::env::var("FORWARD_COST_BLOCK")
         .ok()
         .and_then(|v| v.parse().ok());
-    let sizes = only.map_or(vec![1usize, 2, 4, 8, 16], |n| vec![n]);
+    // FORWARD_COST_SIZES=1,2,3,5: the block sizes timed (default 1, 2, 4, 8, 16).
+    let listed: Option<Vec<usize>> = std::env::var("FORWARD_COST_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect());
+    let sizes = match (only, listed) {
+        (Some(n), _) => vec![n],
+        (None, Some(list)) if !list.is_empty() => list,
+        _ => vec![1usize, 2, 4, 8, 16],
+    };
     for rows in sizes {
         let block: Vec<u32> = (0..rows as u32).map(|i| 300 + i).collect();
         // FORWARD_COST_REPS=1000: more forwards, so a profile is mostly them.

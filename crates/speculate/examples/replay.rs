@@ -17,7 +17,9 @@
 //! the first at 0.6 times its measured cost (what cheaper verification would buy).
 //! `REPLAY_CALIBRATION=1` prints, for the input-grounded suites, how often the drafter's nodes
 //! were accepted against the path confidence it gave them, for the nodes adaptive depth kept
-//! and for those it dropped. `REPLAY_COVERAGE=1` prints, for the input-grounded suites, where
+//! and for those it dropped. `REPLAY_PRICE=FILE` prices the steps with another cost (what a
+//! policy planning with a wrong model loses; `REPLAY_PLAN_PRICED=1` plans with it too).
+//! `REPLAY_COVERAGE=1` prints, for the input-grounded suites, where
 //! each output token stood among the continuations the context so far offers (what any
 //! drafter over the context's own n-grams could propose), before the replays.
 
@@ -139,12 +141,13 @@ fn accepted(draft: &Draft, want: &[u32]) -> Vec<usize> {
     path
 }
 
-/// Seconds of plain decoding and of speculative decoding for one trace, and forwards.
+/// Seconds of plain decoding and of speculative decoding for one trace, and forwards: each
+/// step priced by `price`, planned by `depth`'s own cost model.
 fn replay(
+    price: &CostModel,
     oracle: bool,
     drafter: &mut dyn Drafter,
     depth: &mut Depth,
-    cost: &CostModel,
     t: &Trace,
     mut calibration: Option<&mut Calibration>,
 ) -> (f64, f64, usize) {
@@ -160,7 +163,7 @@ fn replay(
     while at < t.output.len() {
         // The cache holds everything but the last emitted token.
         let base = history.len() - 1;
-        plain += cost.at(base).seconds(1);
+        plain += price.at(base).seconds(1);
         controller.at_context(base);
         let room = (t.output.len() - at - 1).min(MAX_DRAFT);
         let mut draft = Draft::empty(drafter.name());
@@ -186,7 +189,7 @@ fn replay(
             // The best any depth policy could do with this draft: verify just the path that
             // will be accepted, when it pays.
             let path = accepted(&draft, &t.output[at..]);
-            let curve = cost.at(base);
+            let curve = price.at(base);
             let keep = (0..=path.len())
                 .max_by(|&a, &b| {
                     let rate = |k: usize| (k + 1) as f64 / curve.seconds(k + 1);
@@ -213,7 +216,7 @@ fn replay(
             (plan.expected, path.len())
         };
         let rows = draft.len() + 1;
-        let seconds = cost.at(base).seconds(rows);
+        let seconds = price.at(base).seconds(rows);
         spec += seconds;
         forwards += 1;
         controller.record(StepRecord {
@@ -232,7 +235,7 @@ fn replay(
         history.extend_from_slice(&t.output[at..at + emitted]);
         // Plain decoding pays one forward per emitted token at its context.
         for k in 1..emitted {
-            plain += cost.at(base + k).seconds(1);
+            plain += price.at(base + k).seconds(1);
         }
         at += emitted;
     }
@@ -332,6 +335,19 @@ fn main() {
     {
         cost = cost.with_extra_rows_scaled(scale);
     }
+    // REPLAY_PRICE=FILE: price the steps with that file's cost (a JSON object with "cost" as
+    // the traces have it: say, forward_cost's timings) while the policy plans with the traces'
+    // own model; REPLAY_PLAN_PRICED=1: the policy plans with that cost too.
+    let price = match std::env::var("REPLAY_PRICE") {
+        Ok(file) => load(&file).map(|(c, _)| c).unwrap_or_else(|e| {
+            eprintln!("replay: {e}");
+            std::process::exit(1);
+        }),
+        Err(_) => cost.clone(),
+    };
+    if std::env::var("REPLAY_PLAN_PRICED").is_ok_and(|v| v == "1") {
+        cost = price.clone();
+    }
     for name in names.split(',') {
         let Some(mut drafter) = make(name) else {
             eprintln!("replay: unknown drafter {name} (ngram, suffix, auto)");
@@ -343,7 +359,8 @@ fn main() {
         let mut calibration = Calibration::default();
         for t in &traces {
             let c = (want_calibration && t.kind == "grounded").then_some(&mut calibration);
-            let (plain, spec, forwards) = replay(oracle, drafter.as_mut(), &mut depth, &cost, t, c);
+            let (plain, spec, forwards) =
+                replay(&price, oracle, drafter.as_mut(), &mut depth, t, c);
             let s = suites.entry((t.kind.clone(), t.suite.clone())).or_default();
             s.0 += plain;
             s.1 += spec;
