@@ -8,7 +8,9 @@
 // Environment: BENCH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf), BENCH_TOKENS (per
 // generation, default 64), BENCH_BACKEND ('auto' default, 'cpu', 'webgpu'), BENCH_DRAFTERS
 // (default "ngram,suffix,auto"), BENCH_PROMPTS (a file of `runahead bench --suites ...
-// --dump-prompts FILE`: the native bench's suites instead of the four prompts below), CHROMIUM.
+// --dump-prompts FILE`: the native bench's suites instead of the four prompts below), BENCH_WASM
+// (`plain`: the build without relaxed SIMD, by its URL; default: what the package picks),
+// CHROMIUM.
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -21,6 +23,7 @@ const MODEL = process.env.BENCH_MODEL ?? 'models/SmolLM2-135M-Instruct.Q4_1.gguf
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
 const BACKEND = process.env.BENCH_BACKEND ?? 'auto';
 const DRAFTERS = (process.env.BENCH_DRAFTERS ?? 'ngram,suffix,auto').split(',');
+const WASM_URL = process.env.BENCH_WASM === 'plain' ? '/pkg/wasm/runahead_bg.wasm' : undefined;
 
 const LIST = 'Paris, Berlin, Madrid, Rome, Lisbon, Vienna, Prague, Warsaw, Dublin, Athens, Oslo';
 const CODE = `def total_price(items, tax_rate):
@@ -51,10 +54,10 @@ try {
   const page = await browser.newPage();
   page.on('pageerror', (e) => console.error(`pageerror: ${e.message}`));
   await page.goto(`${base}/pkg/README.md`);
-  const result = await page.evaluate(async ({ url, prompts, tokens, backend, drafters }) => {
+  const result = await page.evaluate(async ({ url, prompts, tokens, backend, drafters, wasmUrl }) => {
     const { Runahead } = await import('/pkg/index.js');
     // No stored history: each prompt's speedup comes from this visit alone.
-    const model = await Runahead.load(url, { backend, history: false, cache: false });
+    const model = await Runahead.load(url, { backend, history: false, cache: false, wasmUrl });
     const rows = [];
     for (const [suite, prompt, chat] of prompts) {
       // A chat prompt goes through the model's template; a completion prompt as it is.
@@ -79,7 +82,7 @@ try {
     const info = model.info();
     model.dispose();
     return { backend: info.backend, adapter: info.adapter, rows };
-  }, { url: `/${MODEL}`, prompts: PROMPTS, tokens: TOKENS, backend: BACKEND, drafters: DRAFTERS });
+  }, { url: `/${MODEL}`, prompts: PROMPTS, tokens: TOKENS, backend: BACKEND, drafters: DRAFTERS, wasmUrl: WASM_URL });
   for (const row of result.rows) {
     for (const d of DRAFTERS) row.runs[d].speedup = row.runs[d].tokensPerSecond / row.runs.none.tokensPerSecond;
   }
