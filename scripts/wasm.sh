@@ -88,7 +88,10 @@ fi
 if [ "$relaxed" = 1 ]; then
   WASM_RUSTFLAGS+=" -C target-feature=+relaxed-simd"
 fi
-export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASM_RUSTFLAGS ${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-}"
+# The caller's own flags, kept for the relaxed build `pkg` runs after the plain one (inheriting
+# the plain build's would make its flags differ from the relaxed browser tests' and rebuild it).
+caller_rustflags=${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS:-}
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="$WASM_RUSTFLAGS $caller_rustflags"
 # Use Debian's compiler and cargo, never rustup's proxies in ~/.cargo/bin (same version for the
 # build-std'd std, the dependencies and the workspace crates). RUSTC_BOOTSTRAP allows -Zbuild-std
 # on this stable compiler.
@@ -132,6 +135,11 @@ seed_from_plain_build() {
     mkdir -p "$CARGO_TARGET_DIR"
     cp -a "$plain" "$CARGO_TARGET_DIR/release"
   fi
+}
+
+# This script's command again for the relaxed SIMD build, with the caller's environment.
+relaxed_too() {
+  CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS=$caller_rustflags WASM_RELAXED=1 bash "$0" "$@"
 }
 
 # wasm-bindgen's output for `wasm` into the package directory `out`: the whole of it for the
@@ -210,7 +218,7 @@ for line in sys.stdin:
 ')
     [ -n "$wasm" ] || die "pkg: cargo named no runahead_web .wasm"
     bindgen_into "$root/pkg/wasm" "$wasm"
-    if [ -z "$relaxed" ]; then WASM_RELAXED=1 bash "$0" pkg "$@"; fi
+    if [ -z "$relaxed" ]; then relaxed_too pkg "$@"; fi
     ;;
   pkg-threads)
     # Only the cdylib: the browser tests run on the single-threaded build; the threaded one is
@@ -235,7 +243,7 @@ for line in sys.stdin:
     # wasm-bindgen switches to its thread support only for a module with shared memory.
     grep -q 'shared:true' "$root/pkg/wasm-threads/runahead.js" ||
       die "pkg-threads: wasm-bindgen emitted no shared memory"
-    if [ -z "$relaxed" ]; then WASM_RELAXED=1 bash "$0" pkg-threads "$@"; fi
+    if [ -z "$relaxed" ]; then relaxed_too pkg-threads "$@"; fi
     ;;
   check)
     echo "wasm.sh: check ($TARGET) ${WASM_CRATES[*]}"

@@ -1,8 +1,10 @@
 //! K-quant super-blocks (256 elements) against 8-bit activation blocks of 256. A super-block
 //! is decoded once, for every activation row of the tile, into sixteen registers of signed
 //! bytes (register `g`: run `g` of 16, Q6_K's offset taken out). A row's products of each
-//! sub-block (runs `2l` and `2l + 1`) are summed in 16 bits and widened, the eight sub-blocks'
-//! sums reduced side by side to the lanes of [`scalar::k_lane_sums`] (exact: integers), and
+//! sub-block (runs `2l` and `2l + 1`) are summed in 16 bits and widened (with relaxed SIMD:
+//! its dot product, on Q6_K's values as stored, the offset taken out of the sums after), the
+//! eight sub-blocks' sums reduced side by side to the lanes of [`scalar::k_lane_sums`] (exact:
+//! integers), and
 //! the float step of [`scalar::k_lane_step`] runs on those lanes four at a time (the same
 //! multiplies, conversions and adds on the same operands, so the same bits).
 
@@ -18,7 +20,8 @@ use crate::kernels::{each_row, Out, TILE};
 struct Decoded {
     d: f32,
     dmin: f32,
-    /// Register `g`: the values of run `g` (elements `16g..16g + 16`), signed.
+    /// Register `g`: the values of run `g` (elements `16g..16g + 16`), signed (Q6_K in the
+    /// relaxed SIMD build: as stored, 0..=63).
     runs: [v128; 16],
     /// Q4_K/Q5_K: sub-blocks 0..4's and 4..8's scales and minimums as i32x4.
     scales: [v128; 2],
@@ -68,7 +71,13 @@ fn decode(f: KFormat, b: &[u8]) -> Decoded {
                     };
                     let top = v128_and(u8x16_shr(load16(&qh[l0..]), 2 * r4 as u32), three);
                     let value = v128_or(low, i8x16_shl(top, 4));
-                    k.runs[8 * h + 2 * r4 + half] = i8x16_sub(value, offset);
+                    // With relaxed SIMD the dot product wants the stored 0..=63; the offset
+                    // is taken out of the run's sum instead (`q6k_offsets`).
+                    k.runs[8 * h + 2 * r4 + half] = if cfg!(target_feature = "relaxed-simd") {
+                        value
+                    } else {
+                        i8x16_sub(value, offset)
+                    };
                 }
             }
         }
@@ -105,6 +114,7 @@ fn decode(f: KFormat, b: &[u8]) -> Decoded {
 }
 
 /// Register `w`'s byte products with `y` as 16-bit pair sums (|w| <= 63, |y| <= 127).
+#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline]
 fn pairs(w: v128, y: v128) -> v128 {
     i16x8_add(i16x8_extmul_low_i8x16(w, y), i16x8_extmul_high_i8x16(w, y))
@@ -129,6 +139,59 @@ fn unsigned_sub_block(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
     dot(y1, w1, dot(y0, w0, i32x4_splat(0)))
 }
 
+/// A Q6_K sub-block's products (runs `g0`, `g1` against `y0`, `y1`), each run's scaled, in
+/// four i32 lanes.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline]
+fn q6k_sub_block(k: &Decoded, (g0, y0): (usize, v128), (g1, y1): (usize, v128)) -> v128 {
+    i32x4_add(
+        i32x4_dot_i16x8(pairs(k.runs[g0], y0), i16x8_splat(k.run_scales[g0])),
+        i32x4_dot_i16x8(pairs(k.runs[g1], y1), i16x8_splat(k.run_scales[g1])),
+    )
+}
+
+/// The plain build's runs hold the values less 32 already.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline]
+fn q6k_offsets(_: &Decoded, _: &BlockQ8K, _: &mut [v128; 2]) {}
+
+/// [`q6k_sub_block`] by relaxed SIMD's dot product on the values as stored (0..=63), the
+/// offset of 32 left for [`q6k_offsets`].
+#[cfg(target_feature = "relaxed-simd")]
+#[inline]
+fn q6k_sub_block(k: &Decoded, (g0, y0): (usize, v128), (g1, y1): (usize, v128)) -> v128 {
+    let dot = i32x4_relaxed_dot_i8x16_i7x16_add;
+    let zero = i32x4_splat(0);
+    i32x4_add(
+        i32x4_mul(
+            dot(y0, k.runs[g0], zero),
+            i32x4_splat(k.run_scales[g0].into()),
+        ),
+        i32x4_mul(
+            dot(y1, k.runs[g1], zero),
+            i32x4_splat(k.run_scales[g1].into()),
+        ),
+    )
+}
+
+/// Takes the values' offset out of each sub-block's sum: `32 * (scale_g * sum(x over run g))`
+/// for its two runs (the activations' run sums are `bsums`), exact integers as
+/// [`scalar::k_lane_sums`]'s `(q - 32) * x` summed.
+#[cfg(target_feature = "relaxed-simd")]
+#[inline]
+fn q6k_offsets(k: &Decoded, x: &BlockQ8K, sumi: &mut [v128; 2]) {
+    for (h, s) in sumi.iter_mut().enumerate() {
+        // SAFETY: eight i16 (16 bytes) of each array.
+        let (bsums, scales) = unsafe {
+            (
+                v128_load(x.bsums[8 * h..8 * h + 8].as_ptr() as *const v128),
+                v128_load(k.run_scales[8 * h..8 * h + 8].as_ptr() as *const v128),
+            )
+        };
+        *s = i32x4_sub(*s, i32x4_shl(i32x4_dot_i16x8(bsums, scales), 5));
+    }
+}
+
 /// One row's step for a super-block: `acc` (lanes 0..4, 4..8) plus [`scalar::k_lane_step`].
 #[inline]
 fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
@@ -137,20 +200,19 @@ fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
     let sub_block = |l: usize| {
         let (g0, g1) = (2 * l, 2 * l + 1);
         if f == KFormat::Q6_K {
-            let (p0, p1) = (pairs(k.runs[g0], y(g0)), pairs(k.runs[g1], y(g1)));
-            i32x4_add(
-                i32x4_dot_i16x8(p0, i16x8_splat(k.run_scales[g0])),
-                i32x4_dot_i16x8(p1, i16x8_splat(k.run_scales[g1])),
-            )
+            q6k_sub_block(k, (g0, y(g0)), (g1, y(g1)))
         } else {
             unsigned_sub_block(k.runs[g0], y(g0), k.runs[g1], y(g1))
         }
     };
     let s: [v128; 8] = std::array::from_fn(sub_block);
-    let sumi = [
+    let mut sumi = [
         reduce4(s[0], s[1], s[2], s[3]),
         reduce4(s[4], s[5], s[6], s[7]),
     ];
+    if f == KFormat::Q6_K {
+        q6k_offsets(k, x, &mut sumi);
+    }
     let dd = f32x4_splat(k.d * x.d);
     if f == KFormat::Q6_K {
         for (a, s) in acc.iter_mut().zip(sumi) {
