@@ -38,13 +38,22 @@ export function relaxedSimd() {
 }
 
 /**
- * Where a build's .wasm is fetched from: `url` when the page gave one, else the relaxed SIMD
- * build beside the package's files where the browser runs it, else the plain one (undefined:
- * wasm-bindgen's own default, runahead_bg.wasm beside its JavaScript).
+ * Instantiates a build with wasm-bindgen's `init`: from `url` when the page gave one, else the
+ * relaxed SIMD build beside the package's files (`relaxedUrl`) where the browser runs it, else
+ * the plain one (wasm-bindgen's own default, runahead_bg.wasm beside its JavaScript). A relaxed
+ * build that does not load (a host that copied only runahead_bg.wasm) falls back to the plain
+ * one, which gives the same tokens.
  */
-export function wasmSource(url, relaxedUrl) {
-  if (url !== undefined) return { module_or_path: url };
-  return relaxedSimd() ? { module_or_path: relaxedUrl } : undefined;
+export async function instantiate(init, url, relaxedUrl) {
+  if (url !== undefined) return init({ module_or_path: url });
+  if (relaxedSimd()) {
+    try {
+      return await init({ module_or_path: relaxedUrl });
+    } catch (e) {
+      console.warn(`runahead: the relaxed SIMD build did not load (${e.message ?? e}); loading the plain one`);
+    }
+  }
+  return init();
 }
 
 /** The module in use on this thread (the single-threaded one until the threaded one loads). */
@@ -73,7 +82,7 @@ export function initializeThreaded(wasmUrl) {
     const threaded = await import('./wasm-threads/runahead.js');
     // This exact form lets bundlers find the file.
     const relaxedUrl = new URL('./wasm-threads/runahead_relaxed_bg.wasm', import.meta.url);
-    const exports = await threaded.default(wasmSource(wasmUrl, relaxedUrl));
+    const exports = await instantiate(threaded.default, wasmUrl, relaxedUrl);
     current = threaded;
     return exports;
   })().catch((e) => {

@@ -3,7 +3,7 @@
 // for: bindings.js), checks WebGPU before any model byte is read, reads the model and loads it.
 
 import init from './wasm/runahead.js';
-import { bindings, canRunThreads, defaultThreads, initializeThreaded, startPool, wasmSource } from './bindings.js';
+import { bindings, canRunThreads, defaultThreads, initializeThreaded, instantiate, startPool } from './bindings.js';
 import { keepHistory } from './history.js';
 import { abortError, toRunaheadError } from './errors.js';
 import { checkSource, dropCached, readModel } from './source.js';
@@ -13,12 +13,12 @@ let wasmReady = null;
 /**
  * Loads and instantiates the WebAssembly module on this thread (once). `wasmUrl` overrides where
  * it is fetched from (default: next to this package's files, `runahead_relaxed_bg.wasm` where the
- * browser runs relaxed SIMD, else `runahead_bg.wasm`).
+ * browser runs relaxed SIMD, else, or when that one does not load, `runahead_bg.wasm`).
  */
 export function initialize(wasmUrl) {
   // This exact form lets bundlers find the file.
   const relaxedUrl = new URL('./wasm/runahead_relaxed_bg.wasm', import.meta.url);
-  wasmReady ??= init(wasmSource(wasmUrl, relaxedUrl)).catch((e) => {
+  wasmReady ??= instantiate(init, wasmUrl, relaxedUrl).catch((e) => {
     wasmReady = null;
     throw toRunaheadError(e, 'wasm');
   });

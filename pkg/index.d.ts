@@ -434,8 +434,8 @@ export function initialize(wasmUrl?: string | URL): Promise<unknown>;
 /**
  * Whether this browser runs WebAssembly relaxed SIMD (Chrome 114 on). The package then loads
  * the builds whose CPU kernels multiply with its integer dot product (`runahead_relaxed_bg.wasm`:
- * the same tokens, faster; `info().adapter` names the kernels "simd128+relaxed"); elsewhere the
- * plain SIMD builds.
+ * the same tokens, faster; `info().adapter` names the kernels "simd128+relaxed"); elsewhere, or
+ * when the relaxed file does not load, the plain SIMD builds.
  */
 export function relaxedSimd(): boolean;
 

@@ -37,6 +37,7 @@ const REPEATING = 'Colors: red, green, blue, yellow, purple, orange.\nColors aga
 const SLOW = 300_000;
 
 let server;
+let base;
 let browser;
 let page;
 const pageLog = [];
@@ -56,7 +57,6 @@ async function flagsWithoutWebGpu() {
 }
 
 before(async () => {
-  let base;
   ({ base, server } = await serve());
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
@@ -162,3 +162,31 @@ test('without WebGPU the package falls back to the CPU engine and gives the gree
     console.log(`CPU fallback: plain decode ${plain.stats.tokens_per_second.toFixed(1)} tok/s ` +
       `(SwiftShader-free headless Chromium, one thread)`);
   });
+
+test('a relaxed SIMD build that does not load gives way to the plain one', { timeout: SLOW }, async () => {
+  const reference = nativeGenerate('reference');
+  const fresh = await browser.newPage();
+  await fresh.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, 'gpu', { value: undefined, configurable: true });
+  });
+  // A host that copied only runahead_bg.wasm.
+  let asked = 0;
+  await fresh.route('**/runahead_relaxed_bg.wasm', (route) => {
+    asked += 1;
+    return route.fulfill({ status: 404, body: 'not here' });
+  });
+  await fresh.goto(`${base}/pkg/README.md`);
+  const got = await fresh.evaluate(async ({ url, prompt, maxTokens }) => {
+    const pkg = await import('/pkg/index.js');
+    // On the page's thread, where the test's route sees the request.
+    const model = await pkg.Runahead.load(url, { context: 256, worker: false });
+    const result = await model.generate(prompt, { maxTokens, temperature: 0, draft: 'none' }).result;
+    const info = model.info();
+    model.dispose();
+    return { info, tokens: result.tokens };
+  }, { url: `/${MODEL}`, prompt: PROMPT, maxTokens: MAX_TOKENS });
+  await fresh.close();
+  assert.equal(asked, 1, 'the relaxed build was asked for first');
+  assert.equal(got.info.adapter, 'CPU engine (simd128, 1 thread)');
+  assert.deepEqual(got.tokens, (await reference).tokens);
+});
