@@ -28,7 +28,8 @@
 # Build caches: target/ (native), target-wasm/ (wasm32, scripts/wasm.sh) and target-wasm-threads/
 # (the threaded wasm32 build), and the relaxed SIMD builds' target-wasm-relaxed/ and
 # target-wasm-threads-relaxed/; CARGO_TARGET_DIR, WASM_TARGET_DIR, WASM_THREADS_TARGET_DIR,
-# WASM_RELAXED_TARGET_DIR and WASM_THREADS_RELAXED_TARGET_DIR override them. RUNAHEAD_MODELS overrides the model directory (default models/).
+# WASM_RELAXED_TARGET_DIR and WASM_THREADS_RELAXED_TARGET_DIR override them. RUNAHEAD_MODELS
+# overrides the model directory (default models/).
 # Each step prints its time; a fresh machine's figures are in the README ("Tests").
 set -euo pipefail
 
