@@ -23,6 +23,9 @@ pub struct Q8Rows {
     pub d: Vec<f32>,       // [blocks]
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
+    /// `sum(qs)`: what the relaxed SIMD kernels take a weight block's stored offset (Q4_0's
+    /// 8, Q5_0's 16) times out of the unsigned products.
+    pub sums: Vec<i32>, // [blocks]
     pub layout: Q8Layout,
     /// `s` again, arranged for kernels that add several rows' offsets at once (see
     /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
@@ -94,6 +97,7 @@ impl Q8Rows {
         self.qs.clear();
         self.d.clear();
         self.s.clear();
+        self.sums.clear();
         self.layout = Q8Layout::default();
         (self.spans, self.row_blocks, self.paired_tail) = (0, 0, false);
         self.tile_s.clear();
@@ -110,6 +114,7 @@ impl Q8Rows {
         self.qs.push(qs);
         self.d.push(d);
         self.s.push(d * sum as f32);
+        self.sums.push(sum);
     }
 
     /// Pads the row of `cols` values just quantized with empty blocks to a whole number of
@@ -125,6 +130,7 @@ impl Q8Rows {
             qs: &self.qs,
             d: &self.d,
             s: &self.s,
+            sums: &self.sums,
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,
@@ -146,6 +152,7 @@ pub struct Q8Slice<'a> {
     pub qs: &'a [[i8; 32]],
     pub d: &'a [f32],
     pub s: &'a [f32],
+    pub sums: &'a [i32],
     pub layout: Q8Layout,
     /// See [`Q8Rows::spans`], [`Q8Rows::row_blocks`] and [`Q8Rows::paired_tail`].
     pub spans: usize,
@@ -190,6 +197,7 @@ impl<'a> Q8Slice<'a> {
             qs: &self.qs[range.clone()],
             d: &self.d[range.clone()],
             s: &self.s[range.clone()],
+            sums: part(self.sums, range.clone()),
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,
@@ -217,6 +225,7 @@ impl<'a> Q8Slice<'a> {
             qs: self.qs.to_vec(),
             d: self.d.to_vec(),
             s: self.s.to_vec(),
+            sums: self.sums.to_vec(),
             layout: self.layout,
             spans: self.spans,
             row_blocks: self.row_blocks,

@@ -18,7 +18,8 @@
 //! `REPLAY_CALIBRATION=1` prints, for the input-grounded suites, how often the drafter's nodes
 //! were accepted against the path confidence it gave them, for the nodes adaptive depth kept
 //! and for those it dropped. `REPLAY_PRICE=FILE` prices the steps with another cost (what a
-//! policy planning with a wrong model loses; `REPLAY_PLAN_PRICED=1` plans with it too).
+//! policy planning with a wrong model loses; `REPLAY_PLAN_PRICED=1` plans with it too,
+//! `REPLAY_PLAN_KNOTS=1,2,4,8,16` with its seconds at those block sizes only).
 //! `REPLAY_COVERAGE=1` prints, for the input-grounded suites, where
 //! each output token stood among the continuations the context so far offers (what any
 //! drafter over the context's own n-grams could propose), before the replays.
@@ -48,7 +49,9 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-fn load(path: &str) -> Result<(CostModel, Vec<Trace>), String> {
+/// The traces and cost in `path`; with `knots`, the cost from those block sizes' seconds only
+/// (the rest interpolated, as a calibration timing those sizes would give).
+fn load(path: &str, knots: Option<&[usize]>) -> Result<(CostModel, Vec<Trace>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{path}: not JSON: {e}"))?;
@@ -60,6 +63,7 @@ fn load(path: &str) -> Result<(CostModel, Vec<Trace>), String> {
             .iter()
             .enumerate()
             .filter_map(|(r, s)| Some((r + 1, s.as_f64()?)))
+            .filter(|(r, _)| knots.is_none_or(|k| k.contains(r)))
             .collect();
         Some((context, samples))
     };
@@ -317,7 +321,7 @@ fn main() {
         eprintln!("usage: replay TRACES.json [ngram,suffix,auto]");
         std::process::exit(2);
     };
-    let (mut cost, traces) = load(path).unwrap_or_else(|e| {
+    let (mut cost, traces) = load(path, None).unwrap_or_else(|e| {
         eprintln!("replay: {e}");
         std::process::exit(1);
     });
@@ -339,7 +343,7 @@ fn main() {
     // the traces have it: say, forward_cost's timings) while the policy plans with the traces'
     // own model; REPLAY_PLAN_PRICED=1: the policy plans with that cost too.
     let price = match std::env::var("REPLAY_PRICE") {
-        Ok(file) => load(&file).map(|(c, _)| c).unwrap_or_else(|e| {
+        Ok(file) => load(&file, None).map(|(c, _)| c).unwrap_or_else(|e| {
             eprintln!("replay: {e}");
             std::process::exit(1);
         }),
@@ -347,6 +351,20 @@ fn main() {
     };
     if std::env::var("REPLAY_PLAN_PRICED").is_ok_and(|v| v == "1") {
         cost = price.clone();
+    }
+    // REPLAY_PLAN_KNOTS=1,2,4,8,16: the policy plans with REPLAY_PRICE's cost at those block
+    // sizes only (what a calibration timing them would know).
+    if let (Ok(file), Ok(knots)) = (
+        std::env::var("REPLAY_PRICE"),
+        std::env::var("REPLAY_PLAN_KNOTS"),
+    ) {
+        let knots: Vec<usize> = knots.split(',').filter_map(|k| k.parse().ok()).collect();
+        cost = load(&file, Some(&knots))
+            .map(|(c, _)| c)
+            .unwrap_or_else(|e| {
+                eprintln!("replay: {e}");
+                std::process::exit(1);
+            });
     }
     for name in names.split(',') {
         let Some(mut drafter) = make(name) else {

@@ -44,6 +44,14 @@ fn load4(v: &[f32]) -> v128 {
     unsafe { v128_load(v.as_ptr() as *const v128) }
 }
 
+/// Four i32 from `v[..4]`.
+#[inline]
+fn load4_i32(v: &[i32]) -> v128 {
+    assert!(v.len() >= 4);
+    // SAFETY: 16 readable bytes (checked).
+    unsafe { v128_load(v.as_ptr() as *const v128) }
+}
+
 /// Four f32 into `out[..4]`.
 #[inline]
 fn store4(out: &mut [f32], v: v128) {

@@ -1,11 +1,12 @@
 //! 32-element block formats against 8-bit activation blocks of 32, four blocks at a time, as
 //! [`scalar::q32_tile`]: per block an exact whole-block sum (its two halves' partial sums
-//! added, then reduced), the four blocks' sums in one register, scaled and added to the span's
-//! first four lanes (an even group) or its last four.
+//! added, then reduced; with relaxed SIMD, Q4_0's and Q5_0's stored offset taken out of it by
+//! the activations' block sums), the four blocks' sums in one register, scaled and added to
+//! the span's first four lanes (an even group) or its last four.
 
 use core::arch::wasm32::*;
 
-use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, reduce4, store4};
+use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, load4_i32, reduce4, store4};
 use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
@@ -45,12 +46,16 @@ fn decode<const F: u8>(b: &[u8]) -> (v128, v128) {
         (v128_and(q, u8x16_splat(0x0f)), u8x16_shr(q, 4))
     };
     match F {
+        // With relaxed SIMD, Q4_0 and Q5_0 keep their values as stored (0..=31): the offset
+        // comes out of the block's sum after ([`offset_shift`]).
+        Q4_0 if RELAXED => nibbles(&b[2..18]),
         Q4_0 => {
             let (lo, hi) = nibbles(&b[2..18]);
             let eight = i8x16_splat(8);
             (i8x16_sub(lo, eight), i8x16_sub(hi, eight))
         }
         Q4_1 => nibbles(&b[4..20]),
+        Q5_0 if RELAXED => five_bits(&b[6..22], u32_at(2)),
         Q5_0 => {
             // (nibble | fifth << 4) - 16: OR 0xf0 (= -16 + nibble) where the fifth bit is clear.
             let (lo, hi) = nibbles(&b[6..22]);
@@ -61,16 +66,34 @@ fn decode<const F: u8>(b: &[u8]) -> (v128, v128) {
                 v128_or(hi, v128_andnot(minus16, bytes_from_bits(bits >> 16))),
             )
         }
-        Q5_1 => {
-            let (lo, hi) = nibbles(&b[8..24]);
-            let bits = u32_at(4);
-            let sixteen = i8x16_splat(0x10);
-            (
-                v128_or(lo, v128_and(sixteen, bytes_from_bits(bits))),
-                v128_or(hi, v128_and(sixteen, bytes_from_bits(bits >> 16))),
-            )
-        }
+        Q5_1 => five_bits(&b[8..24], u32_at(4)),
         _ => (load16(&b[2..18]), load16(&b[18..34])),
+    }
+}
+
+/// A 5-bit block's unsigned values (nibbles `qs`, fifth bits `bits`): elements 0..16, 16..32.
+#[inline]
+fn five_bits(qs: &[u8], bits: u32) -> (v128, v128) {
+    let q = load16(qs);
+    let (lo, hi) = (v128_and(q, u8x16_splat(0x0f)), u8x16_shr(q, 4));
+    let sixteen = i8x16_splat(0x10);
+    (
+        v128_or(lo, v128_and(sixteen, bytes_from_bits(bits))),
+        v128_or(hi, v128_and(sixteen, bytes_from_bits(bits >> 16))),
+    )
+}
+
+/// Whether the kernels multiply with relaxed SIMD's dot product.
+const RELAXED: bool = cfg!(target_feature = "relaxed-simd");
+
+/// The stored offset of format `F`'s values as a power of two (Q4_0: 8, Q5_0: 16), which the
+/// relaxed SIMD build takes out of each block's sum times the activations' sum; 0 where the
+/// values are decoded signed (the plain build, Q8_0) or the format has a minimum instead.
+const fn offset_shift<const F: u8>() -> u32 {
+    match F {
+        Q4_0 if RELAXED => 3,
+        Q5_0 if RELAXED => 4,
+        _ => 0,
     }
 }
 
@@ -97,17 +120,17 @@ fn block_sum<const F: u8>((lo, hi): (v128, v128), y: &[i8; 32]) -> v128 {
 /// [`block_sum`] by relaxed SIMD's dot product of signed bytes with bytes in 0..=127, whose
 /// result every engine computes exactly (the 16-bit pair sums cannot overflow): one
 /// instruction per 16 products where plain SIMD takes four (an x86 VNNI `vpdpbusd` or an Arm
-/// `sdot`, where the engine has them). The formats with an offset store their weights in
-/// 0..=31 and take the activations as the signed side; the signed formats (Q4_0, Q5_0, Q8_0)
-/// multiply the activations' positive and negative parts (each in 0..=127: activations never
-/// hold -128) and subtract.
+/// `sdot`, where the engine has them). The 4- and 5-bit formats multiply their stored weights
+/// (0..=31) with the activations as the signed side (Q4_0's and Q5_0's offsets taken out
+/// after, [`offset_shift`]); Q8_0's signed weights multiply the activations' positive and
+/// negative parts (each in 0..=127: activations never hold -128), subtracted.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline]
 fn block_sum<const F: u8>((lo, hi): (v128, v128), y: &[i8; 32]) -> v128 {
     let dot = i32x4_relaxed_dot_i8x16_i7x16_add;
     let (y_lo, y_hi) = (load16_i8(&y[..16]), load16_i8(&y[16..]));
     let zero = i32x4_splat(0);
-    if format(F).has_min() {
+    if F != Q8_0 {
         return dot(y_hi, hi, dot(y_lo, lo, zero));
     }
     let (pos_lo, pos_hi) = (i8x16_max(y_lo, zero), i8x16_max(y_hi, zero));
@@ -160,7 +183,12 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
                 let ys = &x.qs[row..row + GROUP];
                 // Block k's whole sum: its two halves' partial sums added, then reduced.
                 let block = |k: usize| block_sum::<F>(w[k], &ys[k]);
-                let whole = reduce4(block(0), block(1), block(2), block(3));
+                let mut whole = reduce4(block(0), block(1), block(2), block(3));
+                if offset_shift::<F>() > 0 {
+                    // The stored values' offset times the activations' sums (exact integers).
+                    let sums = load4_i32(&x.sums[row..row + GROUP]);
+                    whole = i32x4_sub(whole, i32x4_shl(sums, offset_shift::<F>()));
+                }
                 let d4 = f32x4_mul(dw, load4(&x.d[row..row + GROUP]));
                 let scaled = f32x4_mul(d4, f32x4_convert_i32x4(whole));
                 // Lanes 0..4 of the span for an even group, 4..8 for an odd one.
