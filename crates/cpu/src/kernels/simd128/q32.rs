@@ -26,15 +26,23 @@ pub fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) 
     }
 }
 
-/// Byte `j` is 0xff where bit `j` of the low 16 bits of `bits` is set, else 0.
+/// Masks of the bits of `bits`: byte `j` of the first is 0xff where bit `j` is set, of the
+/// second where bit `16 + j` is (one splat for both halves of a block).
 #[inline]
-fn bytes_from_bits(bits: u32) -> v128 {
-    let spread = i8x16_swizzle(
-        u32x4_splat(bits),
-        i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-    );
+fn bytes_from_bits(bits: u32) -> (v128, v128) {
+    let all = u32x4_splat(bits);
     let each = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    i8x16_eq(v128_and(spread, each), each)
+    let mask = |spread: v128| i8x16_eq(v128_and(spread, each), each);
+    (
+        mask(i8x16_swizzle(
+            all,
+            i8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        )),
+        mask(i8x16_swizzle(
+            all,
+            i8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3),
+        )),
+    )
 }
 
 /// The values of one block as in [`scalar::decode_q32`]: elements 0..16 and 16..32.
@@ -59,11 +67,11 @@ fn decode<const F: u8>(b: &[u8]) -> (v128, v128) {
         Q5_0 => {
             // (nibble | fifth << 4) - 16: OR 0xf0 (= -16 + nibble) where the fifth bit is clear.
             let (lo, hi) = nibbles(&b[6..22]);
-            let bits = u32_at(2);
+            let (set_lo, set_hi) = bytes_from_bits(u32_at(2));
             let minus16 = i8x16_splat(-16);
             (
-                v128_or(lo, v128_andnot(minus16, bytes_from_bits(bits))),
-                v128_or(hi, v128_andnot(minus16, bytes_from_bits(bits >> 16))),
+                v128_or(lo, v128_andnot(minus16, set_lo)),
+                v128_or(hi, v128_andnot(minus16, set_hi)),
             )
         }
         Q5_1 => five_bits(&b[8..24], u32_at(4)),
@@ -76,10 +84,11 @@ fn decode<const F: u8>(b: &[u8]) -> (v128, v128) {
 fn five_bits(qs: &[u8], bits: u32) -> (v128, v128) {
     let q = load16(qs);
     let (lo, hi) = (v128_and(q, u8x16_splat(0x0f)), u8x16_shr(q, 4));
+    let (set_lo, set_hi) = bytes_from_bits(bits);
     let sixteen = i8x16_splat(0x10);
     (
-        v128_or(lo, v128_and(sixteen, bytes_from_bits(bits))),
-        v128_or(hi, v128_and(sixteen, bytes_from_bits(bits >> 16))),
+        v128_or(lo, v128_and(sixteen, set_lo)),
+        v128_or(hi, v128_and(sixteen, set_hi)),
     )
 }
 
