@@ -40,6 +40,7 @@ pub fn hsum4(m: &[f32; 4]) -> f32 {
     (m[0] + m[2]) + (m[1] + m[3])
 }
 
+#[inline]
 pub fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
