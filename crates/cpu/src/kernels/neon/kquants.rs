@@ -151,7 +151,17 @@ fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [float32x4_t; 2]) {
             vpaddlq_s16(vaddq_s16(p0, p1))
         }
     };
-    let s: [int32x4_t; 8] = std::array::from_fn(sub_block);
+    // Written out (see the simd128 kernel: through `array::from_fn` its closure stayed a call).
+    let s: [int32x4_t; 8] = [
+        sub_block(0),
+        sub_block(1),
+        sub_block(2),
+        sub_block(3),
+        sub_block(4),
+        sub_block(5),
+        sub_block(6),
+        sub_block(7),
+    ];
     let sumi = [sums4(s[0], s[1], s[2], s[3]), sums4(s[4], s[5], s[6], s[7])];
     let dd = vdupq_n_f32(k.d * x.d);
     if f == KFormat::Q6_K {
