@@ -184,3 +184,47 @@ async fn generated_models_match_the_reference_on_both_paths() {
         common::assert_bits_eq(&outputs[0].data, &outputs[1].data, "simd128 vs scalar");
     }
 }
+
+/// Every 997th f32 bit pattern (every exponent of both signs) and the edges of `expf`'s ranges
+/// through the simd128 exponentials (softmax's `exp(x - max)`, SiLU's `exp(-x)`) against the
+/// scalar path's `f32::exp`, bit for bit (NaNs as NaNs).
+#[wasm_bindgen_test]
+fn simd128_exponentials_equal_the_scalar_path() {
+    let edges = [
+        0x0000_0000u32,
+        0x3900_0000,
+        0x3eb1_7218,
+        0x3f85_1592,
+        0x42ae_ac50,
+        0x42b1_7218,
+        0x42cf_f1b5,
+        0x7f80_0000,
+        0x7fc0_0000,
+    ];
+    let mut bits: Vec<u32> = (0..=u32::MAX).step_by(997).collect();
+    for e in edges {
+        for b in [e.wrapping_sub(1), e, e + 1] {
+            bits.extend([b, b | 0x8000_0000]);
+        }
+    }
+    let xs: Vec<f32> = bits.into_iter().map(f32::from_bits).collect();
+    let ones = vec![1f32; xs.len()];
+    let run = |k: Kernels, max: f32| {
+        let (mut e, mut s) = (xs.clone(), xs.clone());
+        k.exp_minus(&mut e, max);
+        k.silu_mul(&mut s, &ones);
+        (e, s)
+    };
+    for max in [0.0, 1.5, -3.25] {
+        let ((e, s), (e_want, s_want)) = (run(simd(), max), run(Kernels::scalar(), max));
+        for (i, x) in xs.iter().enumerate() {
+            for (what, got, want) in [("exp", e[i], e_want[i]), ("silu", s[i], s_want[i])] {
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{what} of {:#x} (max {max}): {got} vs {want}",
+                    x.to_bits()
+                );
+            }
+        }
+    }
+}

@@ -435,6 +435,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx512 => unsafe { avx2::exp_minus_avx512(x, max) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::exp_minus(x, max),
             _ => {
                 for v in x.iter_mut() {
                     *v = (*v - max).exp();
@@ -453,6 +455,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx512 => unsafe { avx2::silu_mul_avx512(g, u) },
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Isa::Simd128 => simd128::silu_mul(g, u),
             _ => {
                 for (g, &u) in g.iter_mut().zip(u) {
                     *g = crate::ops::silu(*g) * u;

@@ -9,6 +9,7 @@
 //! `simd128` runs only where the engine supports it (every current browser).
 
 mod attention;
+mod exp;
 mod float;
 mod kquants;
 mod q32;
@@ -16,6 +17,7 @@ mod q32;
 use core::arch::wasm32::*;
 
 pub use attention::{scores, weighted_sum, widen};
+pub use exp::{exp_minus, silu_mul};
 pub use float::float_rows;
 pub use kquants::k_rows;
 pub use q32::q32_rows;
