@@ -131,6 +131,13 @@ fn pairs(w: int8x16_t, y: int8x16_t) -> int16x8_t {
     )
 }
 
+/// `[f(0), .., f(7)]`, written out: through `array::from_fn` the simd128 kernel's closure
+/// stayed a call of its own per sub-block.
+#[inline(always)]
+fn eight(f: impl Fn(usize) -> int32x4_t) -> [int32x4_t; 8] {
+    [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)]
+}
+
 /// One row's step for a super-block: `acc` (lanes 0..4, 4..8) plus [`scalar::k_lane_step`].
 #[inline]
 #[target_feature(enable = "neon")]
@@ -151,17 +158,7 @@ fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [float32x4_t; 2]) {
             vpaddlq_s16(vaddq_s16(p0, p1))
         }
     };
-    // Written out (see the simd128 kernel: through `array::from_fn` its closure stayed a call).
-    let s: [int32x4_t; 8] = [
-        sub_block(0),
-        sub_block(1),
-        sub_block(2),
-        sub_block(3),
-        sub_block(4),
-        sub_block(5),
-        sub_block(6),
-        sub_block(7),
-    ];
+    let s = eight(sub_block);
     let sumi = [sums4(s[0], s[1], s[2], s[3]), sums4(s[4], s[5], s[6], s[7])];
     let dd = vdupq_n_f32(k.d * x.d);
     if f == KFormat::Q6_K {

@@ -8,6 +8,8 @@
 
 use core::arch::wasm32::*;
 
+use super::{load4, store4};
+
 // compiler-builtins' constants (6.9314575195e-1, 1.4286067653e-6, 1.4426950216, 1.6666625440e-1,
 // -2.7667332906e-3), by their bits.
 const LN2_HI: f32 = f32::from_bits(0x3f31_7200);
@@ -49,28 +51,13 @@ fn exp4(x: v128) -> Option<v128> {
     Some(v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, tiny))
 }
 
-/// Four f32 from `v[..4]` and back.
-#[inline]
-fn load(v: &[f32]) -> v128 {
-    assert!(v.len() >= 4);
-    // SAFETY: 16 readable bytes (checked); wasm loads need no alignment.
-    unsafe { v128_load(v.as_ptr() as *const v128) }
-}
-
-#[inline]
-fn store(v: &mut [f32], x: v128) {
-    assert!(v.len() >= 4);
-    // SAFETY: 16 writable bytes (checked).
-    unsafe { v128_store(v.as_mut_ptr() as *mut v128, x) }
-}
-
 /// See [`crate::kernels::Kernels::exp_minus`].
 pub fn exp_minus(x: &mut [f32], max: f32) {
     let m = f32x4_splat(max);
     let mut quads = x.chunks_exact_mut(4);
     for q in &mut quads {
-        match exp4(f32x4_sub(load(q), m)) {
-            Some(e) => store(q, e),
+        match exp4(f32x4_sub(load4(q), m)) {
+            Some(e) => store4(q, e),
             None => q.iter_mut().for_each(|v| *v = (*v - max).exp()),
         }
     }
@@ -84,9 +71,9 @@ pub fn silu_mul(g: &mut [f32], u: &[f32]) {
     let one = f32x4_splat(1.0);
     let mut quads = g.chunks_exact_mut(4).zip(u.chunks_exact(4));
     for (gq, uq) in &mut quads {
-        let x = load(gq);
+        let x = load4(gq);
         match exp4(f32x4_neg(x)) {
-            Some(e) => store(gq, f32x4_mul(f32x4_div(x, f32x4_add(one, e)), load(uq))),
+            Some(e) => store4(gq, f32x4_mul(f32x4_div(x, f32x4_add(one, e)), load4(uq))),
             None => {
                 for (g, &u) in gq.iter_mut().zip(uq) {
                     *g = crate::ops::silu(*g) * u;

@@ -192,40 +192,22 @@ fn q6k_offsets(k: &Decoded, x: &BlockQ8K, sumi: &mut [v128; 2]) {
     }
 }
 
+/// `[f(0), .., f(7)]`, written out: through `array::from_fn` a sub-block's closure stayed a
+/// call of its own (a third of the K-quants' time in the page, by `perf` over V8's code map).
+#[inline(always)]
+fn eight(f: impl Fn(usize) -> v128) -> [v128; 8] {
+    [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)]
+}
+
 /// One row's step for a super-block: `acc` (lanes 0..4, 4..8) plus [`scalar::k_lane_step`].
 #[inline]
 fn row_step(f: KFormat, k: &Decoded, x: &BlockQ8K, acc: &mut [v128; 2]) {
     let y = |g: usize| load16_i8(&x.qs[16 * g..]);
-    // Lane l: sub-block l's products (Q6_K: scaled per run). Written out: through
-    // `array::from_fn` the closure stayed a call of its own per sub-block (a third of the
-    // K-quants' time in the page, by `perf` over V8's code map).
-    let s: [v128; 8] = if f == KFormat::Q6_K {
-        let sub_block = |l: usize| q6k_sub_block(k, (2 * l, y(2 * l)), (2 * l + 1, y(2 * l + 1)));
-        [
-            sub_block(0),
-            sub_block(1),
-            sub_block(2),
-            sub_block(3),
-            sub_block(4),
-            sub_block(5),
-            sub_block(6),
-            sub_block(7),
-        ]
+    // Lane l: sub-block l's products (Q6_K: scaled per run).
+    let s = if f == KFormat::Q6_K {
+        eight(|l| q6k_sub_block(k, (2 * l, y(2 * l)), (2 * l + 1, y(2 * l + 1))))
     } else {
-        let sub_block = |l: usize| {
-            let (g0, g1) = (2 * l, 2 * l + 1);
-            unsigned_sub_block(k.runs[g0], y(g0), k.runs[g1], y(g1))
-        };
-        [
-            sub_block(0),
-            sub_block(1),
-            sub_block(2),
-            sub_block(3),
-            sub_block(4),
-            sub_block(5),
-            sub_block(6),
-            sub_block(7),
-        ]
+        eight(|l| unsigned_sub_block(k.runs[2 * l], y(2 * l), k.runs[2 * l + 1], y(2 * l + 1)))
     };
     let mut sumi = [
         reduce4(s[0], s[1], s[2], s[3]),
