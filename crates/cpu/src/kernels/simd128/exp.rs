@@ -26,9 +26,10 @@ fn exp4(x: v128) -> Option<v128> {
     if !u32x4_all_true(u32x4_lt(hx, u32x4_splat(0x42ae_ac50))) {
         return None;
     }
-    let negative = i32x4_shr(x, 31); // all ones where x < 0
-                                     // k: beyond 1.5 ln 2, x / ln 2 +- 1/2 truncated; from 0.5 ln 2, +-1; below, 0 (then
-                                     // hi = x - 0 = x and lo = 0, as `expf` sets them).
+    // All ones where x < 0.
+    let negative = i32x4_shr(x, 31);
+    // k: beyond 1.5 ln 2, x / ln 2 +- 1/2 truncated; from 0.5 ln 2, +-1; below, 0 (then
+    // hi = x - 0 = x and lo = 0, as `expf` sets them).
     let half = v128_bitselect(f32x4_splat(-0.5), f32x4_splat(0.5), negative);
     let k_far = i32x4_trunc_sat_f32x4(f32x4_add(f32x4_mul(f32x4_splat(INV_LN2), x), half));
     let k_near = i32x4_add(i32x4_splat(1), i32x4_shl(negative, 1));
