@@ -23,8 +23,8 @@ pub struct Q8Rows {
     pub d: Vec<f32>,       // [blocks]
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
-    /// `sum(qs)`: what the relaxed SIMD kernels take a weight block's stored offset (Q4_0's
-    /// 8, Q5_0's 16) times out of the unsigned products.
+    /// In the relaxed SIMD build (empty elsewhere): `sum(qs)`, what its kernels take a weight
+    /// block's stored offset (Q4_0's 8, Q5_0's 16) times out of the unsigned products.
     pub sums: Vec<i32>, // [blocks]
     pub layout: Q8Layout,
     /// `s` again, arranged for kernels that add several rows' offsets at once (see
@@ -55,6 +55,10 @@ pub struct Q8Rows {
     pub tile_d8: Aligned<[f32; 8]>, // [tiles][groups][rows of the tile]
     pub tile_ysum: Aligned<[i32; 8]>, // [tiles][groups][rows of the tile]
 }
+
+/// Whether blocks keep [`Q8Rows::sums`]: in the relaxed SIMD build, whose kernels alone read
+/// them (natively a push per block of every product's input for nothing).
+const KEEPS_SUMS: bool = cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"));
 
 /// Where the values of a group of [`Q8_GROUP`] blocks sit in its 128 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,7 +118,9 @@ impl Q8Rows {
         self.qs.push(qs);
         self.d.push(d);
         self.s.push(d * sum as f32);
-        self.sums.push(sum);
+        if KEEPS_SUMS {
+            self.sums.push(sum);
+        }
     }
 
     /// Pads the row of `cols` values just quantized with empty blocks to a whole number of
