@@ -8,6 +8,7 @@
 //! input a page can pass makes this crate panic (a panic would kill the wasm instance).
 
 mod backend;
+mod cpu_forward_cost;
 mod device;
 mod draft;
 mod error;
@@ -244,14 +245,16 @@ impl Engine {
         self.cancel.set(true);
     }
 
-    /// What one forward of the GPU engine costs this page's host, measured like `runahead bench
+    /// What one forward costs this page: on the GPU engine its host, measured like `runahead bench
     /// --backend gpu` does natively: `prompt` (text, tokenized as is) is prefilled, then
     /// `options.reps` forwards of each of `options.rows` rows run behind it (default `{rows: [1,
     /// 8], reps: 10}`). Resolves to `{adapter, prompt_tokens, dispatches_per_forward,
     /// host_cost: [{rows, dispatches, encode_submit_ms, wait_ms, calls_encode_submit,
     /// calls_wait, staging_writes, reps}]}` (medians); the calls are counted when
-    /// `countCalls()` returns the instance's running count of wasm -> JS calls. `busy` while a
-    /// generation runs; `invalid_option` on the CPU engine.
+    /// `countCalls()` returns the instance's running count of wasm -> JS calls. On the CPU
+    /// engine, each block's wall time instead: `{backend: "cpu", kernels, relaxed_simd,
+    /// threads, prompt_tokens, forwards: [{rows, median_ms, min_ms, median_vs_one_row,
+    /// reps}]}` (rows 1 to 32). `busy` while a generation runs.
     #[wasm_bindgen(js_name = forwardCost)]
     pub fn forward_cost(
         &self,
@@ -275,10 +278,9 @@ impl Engine {
                 )
                 .await
                 .and_then(|cost| to_js(&cost)),
-                Model::Cpu(_) => Err(WebError::new(
-                    Code::InvalidOption,
-                    "forwardCost measures the GPU engine; this model runs on the CPU engine",
-                )),
+                Model::Cpu(model) => cpu_forward_cost::measure(model, &session, &prompt, &options)
+                    .await
+                    .and_then(|cost| to_js(&cost)),
             };
             *slot.borrow_mut() = Some(loaded);
             Ok(result?)

@@ -1,9 +1,10 @@
-//! `Engine.forwardCost` in headless Chromium on WebGPU (SwiftShader): a generated model's
-//! per-forward numbers are present and sane (the engine's dispatch count with the argmax, one
-//! sample per forward, the call counter's own readings taken out exactly), and bad input gets
-//! error codes that leave the engine usable. Run with `scripts/wasm.sh test`. Times are not
-//! checked against any threshold (they say nothing on this machine); the real model's counts are
-//! checked against the native engine's by tests/e2e/forward-cost.test.mjs.
+//! `Engine.forwardCost` in headless Chromium on WebGPU (SwiftShader) and on the CPU engine: a
+//! generated model's per-forward numbers are present and sane (the GPU engine's dispatch count
+//! with the argmax, one sample per forward, the call counter's own readings taken out exactly;
+//! the CPU engine's times of each block size), and bad input gets error codes that leave the
+//! engine usable. Run with `scripts/wasm.sh test`. Times are not checked against any threshold
+//! (they say nothing on this machine); the real model's counts are checked against the native
+//! engine's by tests/e2e/forward-cost.test.mjs.
 
 #![cfg(target_arch = "wasm32")]
 
@@ -121,10 +122,52 @@ async fn bad_forward_cost_input_gets_error_codes_and_leaves_the_engine_usable() 
     cost(&engine, PROMPT, r#"{"rows": [1], "reps": 1}"#, None)
         .await
         .expect("the engine is still usable");
+}
 
-    let cpu = load("cpu").await;
-    let error = cost(&cpu, PROMPT, "{}", None)
+#[wasm_bindgen_test]
+async fn forward_cost_on_the_cpu_engine_times_each_block_and_refuses_bad_input() {
+    let engine = load("cpu").await;
+    let result = cost(&engine, PROMPT, r#"{"rows": [1, 8, 3], "reps": 3}"#, None)
         .await
-        .expect_err("the CPU engine has no GPU forward");
-    assert_eq!(code(&error), "invalid_option");
+        .expect("forwardCost on the CPU engine");
+    assert_eq!(
+        field(&result, "backend").as_string().as_deref(),
+        Some("cpu")
+    );
+    assert!(field(&result, "relaxed_simd").as_bool().is_some());
+    assert!(number(&result, "threads") >= 1.0);
+    assert!(number(&result, "prompt_tokens") > 1.0);
+    let forwards = js_sys::Array::from(&field(&result, "forwards"));
+    assert_eq!(forwards.length(), 3);
+    for (f, rows) in forwards.iter().zip([1.0, 8.0, 3.0]) {
+        assert_eq!(number(&f, "rows"), rows);
+        assert_eq!(number(&f, "reps"), 3.0);
+        let (median, min) = (number(&f, "median_ms"), number(&f, "min_ms"));
+        assert!(
+            min.is_finite() && min >= 0.0 && median >= min,
+            "{min} {median}"
+        );
+        // The generated model's forward can read 0 ms on a clock of 0.1 ms steps.
+        let ratio = field(&f, "median_vs_one_row");
+        assert!(ratio.is_null() || ratio.as_f64().is_some_and(f64::is_finite));
+    }
+    // The context of 96 holds no prompt of 90 tokens with a block of 8 behind it.
+    let long = "the cat ".repeat(45);
+    for (prompt, opts, want) in [
+        (PROMPT, r#"{"rows": [0]}"#, "invalid_option"),
+        (PROMPT, r#"{"rows": [33]}"#, "invalid_option"),
+        (PROMPT, r#"{"reps": 201}"#, "invalid_option"),
+        (PROMPT, r#"{"row": [1]}"#, "invalid_option"),
+        ("", "{}", "empty_prompt"),
+        (long.as_str(), "{}", "prompt_too_long"),
+    ] {
+        let error = cost(&engine, prompt, opts, None)
+            .await
+            .expect_err("refused");
+        assert_eq!(code(&error), want, "{opts}: {error:?}");
+    }
+    let generation = engine.generate(PROMPT.into(), options(r#"{"maxTokens": 2}"#), None);
+    JsFuture::from(generation)
+        .await
+        .expect("a generation after forwardCost");
 }
