@@ -167,9 +167,10 @@ fn rows<const F: u8, const T: usize>(w_rows: &[u8], row_bytes: usize, x: Q8Slice
     let format = format(F);
     let with_min = format.has_min();
     let bb = block_bytes(F);
-    let stride = x.len() / T; // activation blocks per row, padded to whole groups
-                              // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
-                              // (scale 0 against padded activations of 0: exactly the scalar kernel's empty blocks).
+    // Activation blocks per row, padded to whole groups.
+    let stride = x.len() / T;
+    // A row's last group when it has fewer than four blocks: the blocks it has, then zeros
+    // (scale 0 against padded activations of 0: exactly the scalar kernel's empty blocks).
     let mut padded = [0u8; GROUP * 34];
     for (r, w_row) in w_rows.chunks_exact(row_bytes).enumerate() {
         let zero = f32x4_splat(0.0);
