@@ -296,8 +296,8 @@ const FAR_CONTEXT_MIN: usize = 256;
 const TIMED_ROWS: [usize; 5] = [1, 2, 4, 8, 16];
 
 /// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short
-/// context (each the median of `repeats` runs, after a warm-up: a first use may compile or
-/// allocate), and leaves the cache empty. The model waits for [`calibrate_far`] when the
+/// context (each the least of `repeats` runs, after a warm-up: a first use may compile or
+/// allocate; see `time_blocks`), and leaves the cache empty. The model waits for [`calibrate_far`] when the
 /// context has room for a long one.
 pub async fn calibrate<M: LanguageModel>(
     model: &mut M,
@@ -350,7 +350,13 @@ fn filler(vocab: usize, n: usize) -> Vec<u32> {
     (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect()
 }
 
-/// `(rows, median seconds)` of blocks of `tokens[..rows]` behind the cache's `base` entries.
+/// `(rows, seconds)` of blocks of `tokens[..rows]` behind the cache's `base` entries: each size
+/// the least of `repeats` forwards, taken in rounds over the sizes. Another program's burst on
+/// the cores then slows one round of every size, and the other rounds still time the work. One
+/// size after another, each its median, 3 of 17 starts of `runahead bench` on a 2-core machine
+/// timed every block up to 8 rows like one row at twice its cost (the second core busy with
+/// something else for a while), so that speculation started out planning with extra rows for
+/// free.
 async fn time_blocks<M: LanguageModel>(
     model: &mut M,
     tokens: &[u32],
@@ -359,27 +365,31 @@ async fn time_blocks<M: LanguageModel>(
     warm_up: bool,
 ) -> Result<Vec<(usize, f64)>, ModelError> {
     let capacity = model.capacity();
-    let mut samples = Vec::new();
-    for &rows in TIMED_ROWS
+    let sizes: Vec<usize> = TIMED_ROWS
         .iter()
-        .filter(|&&r| r <= tokens.len() && base + r <= capacity)
-    {
-        let block = Batch::causal(&tokens[..rows], base);
-        if warm_up {
-            model.forward_argmax(&block).await?;
+        .copied()
+        .filter(|&r| r <= tokens.len() && base + r <= capacity)
+        .collect();
+    if warm_up {
+        for &rows in &sizes {
+            model
+                .forward_argmax(&Batch::causal(&tokens[..rows], base))
+                .await?;
             model.truncate(base);
         }
-        let mut times = Vec::with_capacity(repeats.max(1));
-        for _ in 0..repeats.max(1) {
-            let start = Instant::now();
-            model.forward_argmax(&block).await?;
-            times.push(start.elapsed().as_secs_f64());
-            model.truncate(base);
-        }
-        times.sort_by(f64::total_cmp);
-        samples.push((rows, times[times.len() / 2]));
     }
-    Ok(samples)
+    let mut least = vec![f64::INFINITY; sizes.len()];
+    for _ in 0..repeats.max(1) {
+        for (&rows, least) in sizes.iter().zip(&mut least) {
+            let start = Instant::now();
+            model
+                .forward_argmax(&Batch::causal(&tokens[..rows], base))
+                .await?;
+            *least = least.min(start.elapsed().as_secs_f64());
+            model.truncate(base);
+        }
+    }
+    Ok(sizes.into_iter().zip(least).collect())
 }
 
 #[cfg(test)]
