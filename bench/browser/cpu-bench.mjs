@@ -14,7 +14,7 @@
 
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { chromiumFlags, root, serve } from '../../tests/e2e/serve.mjs';
+import { chromiumFlagsWithoutWebGpu, root, serve } from '../../tests/e2e/serve.mjs';
 
 const MODEL = process.env.BENCH_MODEL ?? 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const TOKENS = Number(process.env.BENCH_TOKENS ?? 64);
@@ -37,10 +37,9 @@ const isolation = {
   'cross-origin-embedder-policy': 'require-corp',
 };
 const { base, server } = await serve(root, { headers: THREADS > 1 ? isolation : {} });
-const webgpu = /webgpu|vulkan|swiftshader/i;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  args: (await chromiumFlags()).filter((flag) => !webgpu.test(flag)),
+  args: await chromiumFlagsWithoutWebGpu(),
   headless: true,
 });
 try {

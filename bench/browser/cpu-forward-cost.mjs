@@ -11,7 +11,7 @@
 // whole measurement this many times in one page, default 2), BENCH_WASM (`plain`: the build
 // without relaxed SIMD; default: what the package picks), CHROMIUM.
 import { createRequire } from 'node:module';
-import { chromiumFlags, root, serve } from '../../tests/e2e/serve.mjs';
+import { chromiumFlagsWithoutWebGpu, root, serve } from '../../tests/e2e/serve.mjs';
 
 const { chromium } = createRequire(new URL('../../tests/e2e/package.json', import.meta.url))('playwright-core');
 
@@ -25,10 +25,9 @@ const CONTEXT = Math.max(512, 64 * Math.ceil((16 * REPEAT + 64) / 64));
 const WASM_URL = process.env.BENCH_WASM === 'plain' ? '/pkg/wasm/runahead_bg.wasm' : undefined;
 
 const { base, server } = await serve(root);
-const webgpu = /webgpu|vulkan|swiftshader/i;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  args: (await chromiumFlags()).filter((flag) => !webgpu.test(flag)),
+  args: await chromiumFlagsWithoutWebGpu(),
   headless: true,
 });
 try {

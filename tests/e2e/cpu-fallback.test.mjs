@@ -21,7 +21,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
-import { chromiumFlags, root, serve } from './serve.mjs';
+import { chromiumFlagsWithoutWebGpu, root, serve } from './serve.mjs';
 
 const runahead = process.env.RUNAHEAD_BIN ?? join(root, 'target/debug/runahead');
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -50,17 +50,12 @@ async function nativeGenerate(backend) {
   return JSON.parse(stdout);
 }
 
-// The flags every browser test uses, minus the ones that switch WebGPU on.
-async function flagsWithoutWebGpu() {
-  const webgpu = /webgpu|vulkan|swiftshader/i;
-  return (await chromiumFlags()).filter((flag) => !webgpu.test(flag));
-}
 
 before(async () => {
   ({ base, server } = await serve());
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: await flagsWithoutWebGpu(),
+    args: await chromiumFlagsWithoutWebGpu(),
     headless: true,
   });
   page = await browser.newPage();

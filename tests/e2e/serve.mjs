@@ -84,3 +84,10 @@ export async function chromiumFlags() {
   const config = JSON.parse(await readFile(join(root, 'crates/gpu/webdriver.json'), 'utf8'));
   return config['goog:chromeOptions'].args;
 }
+
+/** The flags every browser test uses, minus the ones that switch WebGPU on: a browser where the
+ * package must fall back to the CPU engine. */
+export async function chromiumFlagsWithoutWebGpu() {
+  const webgpu = /webgpu|vulkan|swiftshader/i;
+  return (await chromiumFlags()).filter((flag) => !webgpu.test(flag));
+}

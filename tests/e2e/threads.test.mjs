@@ -21,7 +21,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
-import { chromiumFlags, root, serve } from './serve.mjs';
+import { chromiumFlags, chromiumFlagsWithoutWebGpu, root, serve } from './serve.mjs';
 
 const runahead = process.env.RUNAHEAD_BIN ?? join(root, 'target/debug/runahead');
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -94,10 +94,9 @@ function loadAndGenerate(page, options, { maxTokens = MAX_TOKENS, speculative = 
 }
 
 before(async () => {
-  const webgpu = /webgpu|vulkan|swiftshader/i;
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: (await chromiumFlags()).filter((flag) => !webgpu.test(flag)),
+    args: await chromiumFlagsWithoutWebGpu(),
     headless: true,
   });
   isolated = await serve(root, { headers: ISOLATION });

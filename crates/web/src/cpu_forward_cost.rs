@@ -11,8 +11,7 @@ use wasm_bindgen::JsValue;
 use web_time::Instant;
 
 use crate::error::{Code, WebError};
-use crate::forward_cost::ForwardCostOptions;
-use crate::options;
+use crate::forward_cost::{self, ForwardCostOptions};
 use crate::pacing::Paced;
 use crate::session::Session;
 
@@ -53,23 +52,7 @@ pub async fn measure(
     prompt: &str,
     options: &JsValue,
 ) -> Result<CpuForwardCost, WebError> {
-    let opts: ForwardCostOptions = options::from_js(options)?;
-    if opts.rows.is_empty() || opts.rows.iter().any(|&r| r == 0 || r > MOST_ROWS) {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            format!("rows: one or more block sizes of 1 to {MOST_ROWS}"),
-        ));
-    }
-    if opts.reps == 0 || opts.reps > MOST_REPS {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            format!("reps: 1 to {MOST_REPS}"),
-        ));
-    }
-    let tokens = session.tokenizer.encode(prompt).map_err(WebError::from)?;
-    if prompt.is_empty() || tokens.is_empty() {
-        return Err(WebError::new(Code::EmptyPrompt, "the prompt has no tokens"));
-    }
+    let (opts, tokens) = forward_cost::checked(options, session, prompt, MOST_ROWS, MOST_REPS)?;
     let largest = opts.rows.iter().copied().max().unwrap_or(1);
     let room = model.capacity().saturating_sub(largest);
     if tokens.len() > room {

@@ -73,6 +73,36 @@ pub struct ForwardCost {
     host_cost: Vec<Forward>,
 }
 
+/// `options` read and checked (block sizes 1 to `most_rows`, 1 to `most_reps` forwards each)
+/// and `prompt` tokenized as is (`empty_prompt` when it has no tokens): what both engines'
+/// `forwardCost` take.
+pub fn checked(
+    options: &JsValue,
+    session: &Session,
+    prompt: &str,
+    most_rows: usize,
+    most_reps: usize,
+) -> Result<(ForwardCostOptions, Vec<u32>), WebError> {
+    let opts: ForwardCostOptions = options::from_js(options)?;
+    if opts.rows.is_empty() || opts.rows.iter().any(|&r| r == 0 || r > most_rows) {
+        return Err(WebError::new(
+            Code::InvalidOption,
+            format!("rows: one or more block sizes of 1 to {most_rows}"),
+        ));
+    }
+    if opts.reps == 0 || opts.reps > most_reps {
+        return Err(WebError::new(
+            Code::InvalidOption,
+            format!("reps: 1 to {most_reps}"),
+        ));
+    }
+    let tokens = session.tokenizer.encode(prompt).map_err(WebError::from)?;
+    if prompt.is_empty() || tokens.is_empty() {
+        return Err(WebError::new(Code::EmptyPrompt, "the prompt has no tokens"));
+    }
+    Ok((opts, tokens))
+}
+
 /// Measures `model` behind `prompt` (tokenized as is, like `runahead bench`'s prompts). Leaves
 /// the prompt in the cache; the next generation starts from an empty one anyway.
 pub async fn measure(
@@ -82,24 +112,8 @@ pub async fn measure(
     options: &JsValue,
     count_calls: Option<&js_sys::Function>,
 ) -> Result<ForwardCost, WebError> {
-    let opts: ForwardCostOptions = options::from_js(options)?;
     let max_rows = runahead_gpu::MAX_ROWS;
-    if opts.rows.is_empty() || opts.rows.iter().any(|&r| r == 0 || r > max_rows) {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            format!("rows: one or more block sizes of 1 to {max_rows}"),
-        ));
-    }
-    if opts.reps == 0 || opts.reps > MAX_HOST_REPS {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            format!("reps: 1 to {MAX_HOST_REPS}"),
-        ));
-    }
-    let tokens = session.tokenizer.encode(prompt).map_err(WebError::from)?;
-    if prompt.is_empty() || tokens.is_empty() {
-        return Err(WebError::new(Code::EmptyPrompt, "the prompt has no tokens"));
-    }
+    let (opts, tokens) = checked(options, session, prompt, max_rows, MAX_HOST_REPS)?;
     if tokens.len() > max_rows {
         return Err(WebError::new(
             Code::PromptTooLong,

@@ -52,6 +52,14 @@ async fn cost(
     JsFuture::from(engine.forward_cost(prompt.into(), options(opts), counter)).await
 }
 
+/// Each `(prompt, options, code)` refused with that error code.
+async fn refused(engine: &Engine, cases: &[(&str, &str, &str)]) {
+    for &(prompt, opts, want) in cases {
+        let error = cost(engine, prompt, opts, None).await.expect_err("refused");
+        assert_eq!(code(&error), want, "{opts}: {error:?}");
+    }
+}
+
 #[wasm_bindgen_test]
 async fn forward_cost_reports_every_forward_and_calibrates_the_call_counter() {
     let engine = load("webgpu").await;
@@ -98,7 +106,7 @@ async fn forward_cost_reports_every_forward_and_calibrates_the_call_counter() {
 async fn bad_forward_cost_input_gets_error_codes_and_leaves_the_engine_usable() {
     let engine = load("webgpu").await;
     let long = "the cat ".repeat(80);
-    for (prompt, opts, want) in [
+    let cases = [
         (PROMPT, r#"{"rows": [0]}"#, "invalid_option"),
         (PROMPT, r#"{"rows": [65]}"#, "invalid_option"),
         (PROMPT, r#"{"rows": []}"#, "invalid_option"),
@@ -108,12 +116,8 @@ async fn bad_forward_cost_input_gets_error_codes_and_leaves_the_engine_usable() 
         (PROMPT, r#"{"rows": 1}"#, "invalid_option"),
         ("", "{}", "empty_prompt"),
         (long.as_str(), "{}", "prompt_too_long"),
-    ] {
-        let error = cost(&engine, prompt, opts, None)
-            .await
-            .expect_err("refused");
-        assert_eq!(code(&error), want, "{opts}: {error:?}");
-    }
+    ];
+    refused(&engine, &cases).await;
     // Busy while a generation holds the model.
     let generation = engine.generate(PROMPT.into(), options(r#"{"maxTokens": 2}"#), None);
     let error = cost(&engine, PROMPT, "{}", None).await.expect_err("busy");
@@ -153,19 +157,15 @@ async fn forward_cost_on_the_cpu_engine_times_each_block_and_refuses_bad_input()
     }
     // The context of 96 holds no prompt of 90 tokens with a block of 8 behind it.
     let long = "the cat ".repeat(45);
-    for (prompt, opts, want) in [
+    let cases = [
         (PROMPT, r#"{"rows": [0]}"#, "invalid_option"),
         (PROMPT, r#"{"rows": [33]}"#, "invalid_option"),
         (PROMPT, r#"{"reps": 201}"#, "invalid_option"),
         (PROMPT, r#"{"row": [1]}"#, "invalid_option"),
         ("", "{}", "empty_prompt"),
         (long.as_str(), "{}", "prompt_too_long"),
-    ] {
-        let error = cost(&engine, prompt, opts, None)
-            .await
-            .expect_err("refused");
-        assert_eq!(code(&error), want, "{opts}: {error:?}");
-    }
+    ];
+    refused(&engine, &cases).await;
     let generation = engine.generate(PROMPT.into(), options(r#"{"maxTokens": 2}"#), None);
     JsFuture::from(generation)
         .await
