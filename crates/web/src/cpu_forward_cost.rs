@@ -19,6 +19,8 @@ use crate::session::Session;
 const MOST_ROWS: usize = 32;
 /// Most forwards per block size.
 const MOST_REPS: usize = 200;
+/// Rows of each forward that prefills the prompt (a generation's prefill block).
+const PREFILL_ROWS: usize = 256;
 
 /// One block size's forwards.
 #[derive(Serialize)]
@@ -86,9 +88,13 @@ async fn time_blocks(
     opts: &ForwardCostOptions,
 ) -> Result<Vec<Forward>, WebError> {
     let base = prompt.len();
-    model
-        .forward_argmax(&Batch::causal(prompt, 0).logits_for_last(0))
-        .await?;
+    // In blocks, as a generation prefills: one forward of a long prompt would hold every row's
+    // activations at once.
+    for (i, chunk) in prompt.chunks(PREFILL_ROWS).enumerate() {
+        model
+            .forward_argmax(&Batch::causal(chunk, i * PREFILL_ROWS).logits_for_last(0))
+            .await?;
+    }
     let vocab = model.config().vocab_size.max(1) as u32;
     let mut forwards: Vec<Forward> = Vec::new();
     for &rows in &opts.rows {

@@ -37,8 +37,12 @@ fn code(error: &JsValue) -> String {
 }
 
 async fn load(backend: &str) -> Engine {
-    let json = format!(r#"{{"context": 96, "backend": "{backend}"}}"#);
-    Engine::load(TinyModel::llama().to_gguf(), options(&json))
+    load_with_context(backend, TinyModel::llama(), 96).await
+}
+
+async fn load_with_context(backend: &str, model: TinyModel, context: usize) -> Engine {
+    let json = format!(r#"{{"context": {context}, "backend": "{backend}"}}"#);
+    Engine::load(model.to_gguf(), options(&json))
         .await
         .expect("the generated model loads")
 }
@@ -170,4 +174,17 @@ async fn forward_cost_on_the_cpu_engine_times_each_block_and_refuses_bad_input()
     JsFuture::from(generation)
         .await
         .expect("a generation after forwardCost");
+
+    // A prompt longer than one prefill block (256 rows) goes in several.
+    let model = TinyModel {
+        context: 512,
+        ..TinyModel::llama()
+    };
+    let engine = load_with_context("cpu", model, 512).await;
+    let long = "the cat sat on the mat. ".repeat(20);
+    let result = cost(&engine, &long, r#"{"rows": [1, 4], "reps": 2}"#, None)
+        .await
+        .expect("forwardCost behind a long prompt");
+    assert!(number(&result, "prompt_tokens") > 256.0);
+    assert_eq!(js_sys::Array::from(&field(&result, "forwards")).length(), 2);
 }
