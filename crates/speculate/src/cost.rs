@@ -297,8 +297,8 @@ const TIMED_ROWS: [usize; 5] = [1, 2, 4, 8, 16];
 
 /// Measures the target's forward time for blocks of 1, 2, 4, 8 and 16 rows behind a short
 /// context (each the least of `repeats` runs, after a warm-up: a first use may compile or
-/// allocate; see `time_blocks`), and leaves the cache empty. The model waits for [`calibrate_far`] when the
-/// context has room for a long one.
+/// allocate; see `time_blocks`), and leaves the cache empty. The model waits for
+/// [`calibrate_far`] when the context has room for a long one.
 pub async fn calibrate<M: LanguageModel>(
     model: &mut M,
     repeats: usize,
