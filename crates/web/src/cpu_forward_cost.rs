@@ -12,7 +12,7 @@ use web_time::Instant;
 
 use crate::error::{Code, WebError};
 use crate::forward_cost::{self, ForwardCostOptions};
-use crate::pacing::Paced;
+use crate::pacing::{yield_now, Paced};
 use crate::session::Session;
 
 /// Largest block timed: twice the deepest verification block adaptive depth plans.
@@ -105,8 +105,10 @@ async fn time_blocks(
         model.truncate(base);
         let mut ms = Vec::with_capacity(opts.reps);
         for _ in 0..opts.reps {
+            // The page's turn before each forward, as in a generation, but outside the time.
+            yield_now(model.turn).await;
             let start = Instant::now();
-            model.forward_argmax(&batch).await?;
+            model.inner.forward_argmax(&batch).await?;
             ms.push(start.elapsed().as_secs_f64() * 1e3);
             model.truncate(base);
         }
