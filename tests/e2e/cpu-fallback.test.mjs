@@ -50,7 +50,6 @@ async function nativeGenerate(backend) {
   return JSON.parse(stdout);
 }
 
-
 before(async () => {
   ({ base, server } = await serve());
   browser = await chromium.launch({
