@@ -12,7 +12,7 @@ use crate::sampling::{Sampler, SamplingError, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
 
 /// Longest block the prefill sends in one forward (bounds activation memory).
-const PREFILL_CHUNK: usize = 256;
+pub const PREFILL_CHUNK: usize = 256;
 
 /// Longest draft verified in one forward.
 pub const MAX_DRAFT: usize = 15;

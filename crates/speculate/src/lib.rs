@@ -24,7 +24,7 @@ pub use draft::Draft;
 pub use drafter::{observe_unverified, ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use generate::{
     generate, generate_cached, generate_with, DrafterStats, GenerateError, GenerateOptions,
-    Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT,
+    Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT, PREFILL_CHUNK,
 };
 pub use history::{
     decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,

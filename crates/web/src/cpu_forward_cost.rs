@@ -6,6 +6,7 @@
 
 use runahead_cpu::CpuEngine;
 use runahead_model::{Batch, LanguageModel};
+use runahead_speculate::PREFILL_CHUNK;
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 use web_time::Instant;
@@ -19,8 +20,6 @@ use crate::session::Session;
 const MOST_ROWS: usize = 32;
 /// Most forwards per block size.
 const MOST_REPS: usize = 200;
-/// Rows of each forward that prefills the prompt (a generation's prefill block).
-const PREFILL_ROWS: usize = 256;
 
 /// One block size's forwards.
 #[derive(Serialize)]
@@ -90,9 +89,9 @@ async fn time_blocks(
     let base = prompt.len();
     // In blocks, as a generation prefills: one forward of a long prompt would hold every row's
     // activations at once.
-    for (i, chunk) in prompt.chunks(PREFILL_ROWS).enumerate() {
+    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
         model
-            .forward_argmax(&Batch::causal(chunk, i * PREFILL_ROWS).logits_for_last(0))
+            .forward_argmax(&Batch::causal(chunk, i * PREFILL_CHUNK).logits_for_last(0))
             .await?;
     }
     let vocab = model.config().vocab_size.max(1) as u32;
