@@ -54,13 +54,21 @@ fn main() {
         }
         let bytes = random_blocks(ty, rows * cols, 0.05, &mut rng);
         let w = Matrix::new("w", format, rows, cols, &bytes).expect("shape");
-        // In the order the engine multiplies (packed where the kernels pack the format).
-        let packed = kernels.pack(format, &bytes, bytes.len() / rows);
-        let w = match &packed {
-            Some(p) => w.rearranged(p, Layout::Packed),
-            None => w,
+        // In the order the engine multiplies (`Kernels::layout_for`); KERNEL_COST_LAYOUT=packed:
+        // the row-by-row packing where the engine would take sixteen rows side by side.
+        let mut layout = kernels.layout_for(format, rows);
+        if layout == Layout::Lanes16
+            && std::env::var("KERNEL_COST_LAYOUT").is_ok_and(|v| v == "packed")
+        {
+            layout = Layout::Packed;
+        }
+        let mut packed = vec![0u8; bytes.len()];
+        let w = if kernels.pack_as(layout, format, &bytes, bytes.len() / rows, &mut packed) {
+            w.rearranged(&packed, layout)
+        } else {
+            w
         };
-        let mut line = format!("{ty:>5}:");
+        let mut line = format!("{ty:>5} {layout:?}:");
         let mut one = 0.0;
         let ns: Vec<usize> = match std::env::var("KERNEL_COST_ROWS") {
             Ok(list) => list.split(',').filter_map(|v| v.parse().ok()).collect(),

@@ -245,6 +245,36 @@ impl<'a> Q8Slice<'a> {
         q
     }
 
+    /// Where elements `4q..4q + 4` of block `b` of a row sit, in bytes from the row's first
+    /// block (four consecutive elements stay together in every layout).
+    #[inline(always)]
+    pub fn quad_at(&self, b: usize, q: usize) -> usize {
+        match self.layout {
+            Q8Layout::Blocks => 32 * b + 4 * q,
+            Q8Layout::Interleaved if b < SPAN * self.spans => {
+                32 * (b - b % SPAN) + span_position(b % SPAN, 4 * q)
+            }
+            Q8Layout::Interleaved => {
+                32 * (b - b % Q8_GROUP) + interleaved_position(b % Q8_GROUP, 4 * q)
+            }
+        }
+    }
+
+    /// The sum of the values of block `b` of the row whose first block is `first`.
+    #[inline(always)]
+    pub fn block_sum(&self, first: usize, b: usize) -> i32 {
+        match self.layout {
+            Q8Layout::Interleaved if b < SPAN * self.spans => {
+                self.ysum[(first + b - b % SPAN) / Q8_GROUP][b % SPAN]
+            }
+            Q8Layout::Interleaved => {
+                let lanes = &self.ysum[(first + b) / Q8_GROUP];
+                lanes[b % Q8_GROUP] + lanes[b % Q8_GROUP + Q8_GROUP]
+            }
+            Q8Layout::Blocks => self.qs[first + b].iter().map(|&v| v as i32).sum(),
+        }
+    }
+
     /// The values of block `b` in element order, whatever the layout.
     pub fn block_values(&self, b: usize) -> [i8; 32] {
         match self.layout {

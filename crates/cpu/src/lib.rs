@@ -19,6 +19,7 @@ pub mod matmul;
 mod ops;
 pub mod packed;
 pub mod packed_k;
+pub mod packed_lanes;
 mod parallel;
 pub mod pool;
 mod weights;

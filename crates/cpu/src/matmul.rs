@@ -219,7 +219,12 @@ fn chunk_rows(w: &Matrix, threads: usize) -> usize {
     } else {
         w.rows
     };
-    by_cache.min(by_threads).max(1)
+    let rows = by_cache.min(by_threads).max(1);
+    match w.layout {
+        // A unit takes whole groups of rows side by side.
+        Layout::Lanes16 => rows.next_multiple_of(crate::packed_lanes::LANES),
+        _ => rows,
+    }
 }
 
 /// The input of a product in the forms the kernels take.

@@ -60,6 +60,9 @@ pub enum Layout {
     Gguf,
     /// Rearranged for the AVX2 kernels (see the module's documentation).
     Packed,
+    /// Sixteen rows side by side for the AVX-512 VNNI kernels of the 32-element formats (see
+    /// [`crate::packed_lanes`]).
+    Lanes16,
 }
 
 /// Block `k` (0..4) and element `e` (0..32) of byte `i` (0..32) of register `q` (0..4).

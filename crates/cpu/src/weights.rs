@@ -19,8 +19,9 @@ pub struct MatrixRef {
     pub rows: usize,
     pub cols: usize,
     info: TensorInfo,
-    /// The file's bytes in [`Layout::Packed`], where the kernels take that order.
-    packed: Option<Vec<u8>>,
+    /// The file's bytes in the order the kernels take ([`Kernels::layout_for`]), where that is
+    /// not the file's.
+    packed: Option<(Vec<u8>, Layout)>,
 }
 
 impl MatrixRef {
@@ -30,18 +31,21 @@ impl MatrixRef {
     fn pack(&mut self, file: &GgufFile, kernels: Kernels) {
         let bytes = file.tensor_bytes(&self.info);
         let row_bytes = bytes.len() / self.rows;
-        if !kernels.packs(self.format) || row_bytes == 0 {
+        let layout = kernels.layout_for(self.format, self.rows);
+        if layout == Layout::Gguf || row_bytes == 0 {
             return;
         }
-        let chunk = row_bytes * (PACK_BYTES / row_bytes).max(1);
+        // Whole groups of sixteen rows a chunk (what `Layout::Lanes16` packs together).
+        let lanes = crate::packed_lanes::LANES;
+        let chunk = row_bytes * (PACK_BYTES / row_bytes).max(1).next_multiple_of(lanes);
         let mut packed = vec![0u8; bytes.len()];
         for (rows, out) in bytes.chunks(chunk).zip(packed.chunks_mut(chunk)) {
-            if !kernels.pack_into(self.format, rows, row_bytes, out) {
+            if !kernels.pack_as(layout, self.format, rows, row_bytes, out) {
                 return;
             }
             file.release_pages(rows);
         }
-        self.packed = Some(packed);
+        self.packed = Some((packed, layout));
     }
 
     /// The matrix over the file's bytes (or their packed copy).
@@ -54,7 +58,7 @@ impl MatrixRef {
             layout: Layout::Gguf,
         };
         match &self.packed {
-            Some(bytes) => matrix.rearranged(bytes, Layout::Packed),
+            Some((bytes, layout)) => matrix.rearranged(bytes, *layout),
             None => matrix,
         }
     }

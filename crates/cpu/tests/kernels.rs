@@ -397,7 +397,8 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
     use runahead_cpu::formats::Q32Format;
     use runahead_cpu::kernels::Out;
     use runahead_cpu::packed::Layout;
-    let (rows, cols) = (7, 576);
+    // Sixteen rows: AVX-512 multiplies them side by side (`Layout::Lanes16`).
+    let (rows, cols) = (16, 576);
     for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {
         for format in [
             Q32Format::Q4_0,
@@ -420,8 +421,15 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
                 }
                 let rb = w.len() / rows;
                 let packed = kernels.pack(WeightFormat::Q32(format), &w, rb);
+                let mut lanes = vec![0u8; w.len()];
+                let lanes16 = kernels.layout_for(WeightFormat::Q32(format), rows);
+                let lanes16 =
+                    kernels.pack_as(lanes16, WeightFormat::Q32(format), &w, rb, &mut lanes);
                 let mut layouts = vec![(Layout::Gguf, &w)];
                 layouts.extend(packed.as_ref().map(|p| (Layout::Packed, p)));
+                if lanes16 {
+                    layouts.push((Layout::Lanes16, &lanes));
+                }
                 for (layout, w) in layouts {
                     let product = |q: &Q8Rows| {
                         let mut values = vec![0f32; n * rows];

@@ -220,6 +220,44 @@ impl Kernels {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
+    /// The layout the kernels multiply a matrix of `format` with `rows` rows in:
+    /// [`Layout::Lanes16`] for the 32-element formats on AVX-512 VNNI when the rows come in
+    /// whole groups of sixteen, [`Layout::Packed`] where [`Kernels::packs`] the format
+    /// otherwise, the file's order elsewhere.
+    pub fn layout_for(self, format: WeightFormat, rows: usize) -> Layout {
+        let lanes = crate::packed_lanes::LANES;
+        match format {
+            WeightFormat::Q32(_) if self.isa == Isa::Avx512 && rows.is_multiple_of(lanes) => {
+                Layout::Lanes16
+            }
+            _ if self.packs(format) => Layout::Packed,
+            _ => Layout::Gguf,
+        }
+    }
+
+    /// [`Kernels::pack_into`] for `layout`: [`Layout::Lanes16`] takes whole groups of sixteen
+    /// rows of a 32-element format (false, writing nothing, otherwise).
+    pub fn pack_as(
+        self,
+        layout: Layout,
+        format: WeightFormat,
+        bytes: &[u8],
+        row_bytes: usize,
+        out: &mut [u8],
+    ) -> bool {
+        match (layout, format) {
+            (Layout::Packed, _) => self.pack_into(format, bytes, row_bytes, out),
+            (Layout::Lanes16, WeightFormat::Q32(f))
+                if crate::packed_lanes::fits(f, bytes.len(), row_bytes)
+                    && out.len() == bytes.len() =>
+            {
+                crate::packed_lanes::pack_rows(f, bytes, row_bytes, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// `bytes` (rows of `row_bytes`) in [`Layout::Packed`] where [`Kernels::packs`] the format.
     pub fn pack(self, format: WeightFormat, bytes: &[u8], row_bytes: usize) -> Option<Vec<u8>> {
         let mut packed = vec![0u8; bytes.len()];
@@ -278,6 +316,19 @@ impl Kernels {
             x.len(),
             out.tile() * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
         );
+        if layout == Layout::Lanes16 {
+            #[cfg(target_arch = "x86_64")]
+            if self.isa == Isa::Avx512 {
+                // SAFETY: an Avx512 `Kernels` exists only where AVX-512 F and VNNI were
+                // detected; rows in this layout are whole groups (`packed_lanes::fits`).
+                return unsafe { avx2::q32_lanes::q32_rows(f, w_rows, row_bytes, x, out) };
+            }
+            // Other kernels (never met by the engine, which packs this layout only for these):
+            // the file's order first.
+            let mut rows = vec![0u8; w_rows.len()];
+            crate::packed_lanes::unpack_rows(f, w_rows, row_bytes, &mut rows);
+            return self.q32_rows(f, Layout::Gguf, &rows, row_bytes, x, out);
+        }
         if layout == Layout::Packed && !self.packs(WeightFormat::Q32(f)) {
             // Kernels that take the file's order (never met by the engine, which packs only
             // for the kernels that multiply packed rows): unpack the rows first.
@@ -500,6 +551,12 @@ impl<'a, 'b> Out<'a, 'b> {
     /// Activation rows in the tile.
     pub fn tile(&self) -> usize {
         self.rows.len()
+    }
+
+    /// Tile row `t`'s outputs, one per weight row.
+    #[inline]
+    pub fn row(&mut self, t: usize) -> &mut [f32] {
+        self.rows[t]
     }
 
     /// Weight row `r`'s products with the tile's rows (`values[t]` for tile row `t`).

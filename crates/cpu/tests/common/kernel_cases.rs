@@ -29,6 +29,11 @@ pub fn shapes(format: WeightFormat) -> Vec<(usize, usize)> {
         (3, unit * 14),
         (2, unit * 15),
         (2, unit * 61),
+        // Whole groups of sixteen rows (AVX-512's rows side by side), after a span, a group
+        // and a pair, and long.
+        (16, unit * 3),
+        (32, unit * 13),
+        (16, unit * 61),
     ]
 }
 
@@ -63,6 +68,31 @@ pub fn real_shapes(format: WeightFormat) -> Vec<(usize, usize, &'static [usize])
 fn assert_equals_scalar(k: Kernels, w: Matrix, x: &[f32], what: &str) {
     let scalar = product(Kernels::scalar(), 1, w, x);
     assert_bits_eq(&product(k, 1, w, x), &scalar, what);
+    let layout = k.layout_for(w.format, w.rows);
+    if layout == Layout::Lanes16 {
+        let mut lanes = vec![0u8; w.bytes.len()];
+        assert!(k.pack_as(
+            layout,
+            w.format,
+            w.bytes,
+            w.bytes.len() / w.rows,
+            &mut lanes
+        ));
+        let w = w.rearranged(&lanes, layout);
+        assert_bits_eq(&product(k, 1, w, x), &scalar, &format!("{what}, lanes16"));
+        // Threads split the groups, never a group.
+        assert_bits_eq(
+            &product(k, 3, w, x),
+            &scalar,
+            &format!("{what}, lanes16, 3 threads"),
+        );
+        let unpacked = product(Kernels::scalar(), 1, w, x);
+        assert_bits_eq(
+            &unpacked,
+            &scalar,
+            &format!("{what}, lanes16, scalar kernels"),
+        );
+    }
     if let Some(packed) = k.pack(w.format, w.bytes, w.bytes.len() / w.rows) {
         let w = w.rearranged(&packed, Layout::Packed);
         assert_bits_eq(&product(k, 1, w, x), &scalar, &format!("{what}, packed"));

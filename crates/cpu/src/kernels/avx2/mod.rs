@@ -16,6 +16,7 @@ mod kv_direct;
 mod pack;
 pub(crate) mod q32;
 mod q32_group;
+pub(crate) mod q32_lanes;
 mod q32_pairs;
 mod q32_span;
 mod q32_sums;

@@ -86,8 +86,10 @@ unsafe fn by_layout<const F: u8>(
     let n = out.tile();
     let fallback = |out: Out| {
         let mut rows = w.to_vec(); // unreachable: tiles have 1..=8 rows
-        if layout == Layout::Packed {
-            packed::unpack_rows(format(F), w, row_bytes, &mut rows);
+        match layout {
+            Layout::Packed => packed::unpack_rows(format(F), w, row_bytes, &mut rows),
+            Layout::Lanes16 => crate::packed_lanes::unpack_rows(format(F), w, row_bytes, &mut rows),
+            Layout::Gguf => {}
         }
         each_row(&rows, row_bytes, out, |w, o| {
             scalar::q32_tile(format(F), w, x, o)
@@ -98,6 +100,8 @@ unsafe fn by_layout<const F: u8>(
         (Layout::Packed, false) => {
             by_tile!(n, rows::<F, PACKED>(w, row_bytes, x, out), fallback(out))
         }
+        // Never passed here (`Kernels::q32_rows` sends these to their own kernel).
+        (Layout::Lanes16, _) => fallback(out),
         // SAFETY: the caller has VNNI (above).
         (Layout::Gguf, true) => unsafe {
             by_tile!(n, rows_vnni::<F, GGUF>(w, row_bytes, x, out), fallback(out))
