@@ -150,15 +150,17 @@ fn fifth_bits_at(f: Q32Format) -> Option<(usize, usize)> {
 mod tests {
     use super::*;
 
+    const FORMATS: [Q32Format; 5] = [
+        Q32Format::Q4_0,
+        Q32Format::Q4_1,
+        Q32Format::Q5_0,
+        Q32Format::Q5_1,
+        Q32Format::Q8_0,
+    ];
+
     #[test]
     fn packing_moves_every_byte_and_unpacking_restores_them() {
-        for f in [
-            Q32Format::Q4_0,
-            Q32Format::Q4_1,
-            Q32Format::Q5_0,
-            Q32Format::Q5_1,
-            Q32Format::Q8_0,
-        ] {
+        for f in FORMATS {
             let row_bytes = 3 * f.block_bytes();
             let rows: Vec<u8> = (0..2 * LANES * row_bytes)
                 .map(|i| (i * 7 + i / 13) as u8)
@@ -174,13 +176,7 @@ mod tests {
 
     #[test]
     fn the_places_fill_a_block_exactly_once() {
-        for f in [
-            Q32Format::Q4_0,
-            Q32Format::Q4_1,
-            Q32Format::Q5_0,
-            Q32Format::Q5_1,
-            Q32Format::Q8_0,
-        ] {
+        for f in FORMATS {
             let mut hits = vec![0; LANES * f.block_bytes()];
             for o in 0..LANES {
                 each_byte_place(f, o, |_, pa, _| hits[pa] += 1);
