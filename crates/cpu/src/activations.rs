@@ -13,6 +13,7 @@ use crate::kernels::scalar::SPAN;
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::Isa;
 use crate::kernels::{Kernels, TILE};
+use crate::packed::Layout;
 
 /// Rows of activations in blocks of 32: `x[32b + i] ≈ d[b] * qs[b][i]` (in
 /// [`Q8Layout::Blocks`]). Scales are kept apart from the values so a kernel loads four
@@ -54,6 +55,11 @@ pub struct Q8Rows {
     pub tile_qs: Aligned<[i8; 32]>, // [tiles][groups][rows of the tile][Q8_GROUP]
     pub tile_d8: Aligned<[f32; 8]>, // [tiles][groups][rows of the tile]
     pub tile_ysum: Aligned<[i32; 8]>, // [tiles][groups][rows of the tile]
+    /// The values (element order), scales and sums again, block by block with a tile's rows
+    /// side by side (see [`Q8Rows::arrange_lanes`]); empty unless asked for.
+    pub lanes_qs: Aligned<[i8; 32]>, // [tiles][blocks][rows of the tile]
+    pub lanes_d: Vec<f32>,          // [tiles][blocks][rows of the tile]
+    pub lanes_sum: Vec<i32>,        // [tiles][blocks][rows of the tile]
 }
 
 /// Whether blocks keep [`Q8Rows::sums`]: in the relaxed SIMD build, whose kernels alone read
@@ -110,6 +116,9 @@ impl Q8Rows {
         self.tile_qs.resize(0);
         self.tile_d8.resize(0);
         self.tile_ysum.resize(0);
+        self.lanes_qs.resize(0);
+        self.lanes_d.clear();
+        self.lanes_sum.clear();
     }
 
     /// Appends a block of values `qs` with scale `d` (`sum`: the values' sum).
@@ -147,6 +156,9 @@ impl Q8Rows {
             tile_qs: self.tile_qs.as_slice(),
             tile_d8: self.tile_d8.as_slice(),
             tile_ysum: self.tile_ysum.as_slice(),
+            lanes_qs: self.lanes_qs.as_slice(),
+            lanes_d: &self.lanes_d,
+            lanes_sum: &self.lanes_sum,
         }
     }
 }
@@ -174,6 +186,11 @@ pub struct Q8Slice<'a> {
     pub tile_qs: &'a [[i8; 32]], // [groups][rows][Q8_GROUP]
     pub tile_d8: &'a [[f32; 8]], // [groups][rows]
     pub tile_ysum: &'a [[i32; 8]], // [groups][rows]
+    /// A tile's part of [`Q8Rows::lanes_qs`], [`Q8Rows::lanes_d`] and [`Q8Rows::lanes_sum`]
+    /// (empty when not arranged).
+    pub lanes_qs: &'a [[i8; 32]], // [blocks][rows]
+    pub lanes_d: &'a [f32],   // [blocks][rows]
+    pub lanes_sum: &'a [i32], // [blocks][rows]
 }
 
 impl<'a> Q8Slice<'a> {
@@ -211,9 +228,12 @@ impl<'a> Q8Slice<'a> {
             tile_s: part(self.tile_s, range.clone()),
             d8: part(self.d8, groups.clone()),
             ysum: part(self.ysum, groups.clone()),
-            tile_qs: part(self.tile_qs, range),
+            tile_qs: part(self.tile_qs, range.clone()),
             tile_d8: part(self.tile_d8, groups.clone()),
             tile_ysum: part(self.tile_ysum, groups),
+            lanes_qs: part(self.lanes_qs, range.clone()),
+            lanes_d: part(self.lanes_d, range.clone()),
+            lanes_sum: part(self.lanes_sum, range),
         }
     }
 
@@ -242,6 +262,7 @@ impl<'a> Q8Slice<'a> {
         };
         q.arrange_tile_scales(row_blocks);
         q.arrange_tile_values(row_blocks);
+        q.arrange_lanes(row_blocks);
         q
     }
 
@@ -521,17 +542,25 @@ impl<'a> Activations<'a> {
         }
     }
 
-    /// The rows in blocks of 32, [`q8_blocks_per_row`] per row (quantized on first use).
-    pub fn q8(&mut self, kernels: Kernels) -> Q8Slice<'_> {
+    /// The rows in blocks of 32, [`q8_blocks_per_row`] per row (quantized on first use), with
+    /// a tile's values arranged for the layouts of the weights they will multiply: by tile
+    /// for [`Layout::Packed`], block by block for [`Layout::Lanes16`] (each where `kernels`
+    /// want it).
+    pub fn q8(&mut self, kernels: Kernels, weights: &[Layout]) -> Q8Slice<'_> {
         if self.q8.qs.is_empty() {
             for row in self.rows.chunks_exact(self.cols) {
                 quantize_q8_for(kernels, row, &mut self.q8);
             }
-            if self.n > 1 && kernels.scales_by_tile() {
+            let several = self.n > 1;
+            let packed = weights.iter().any(|&l| l != Layout::Lanes16);
+            if several && packed && kernels.scales_by_tile() {
                 self.q8.arrange_tile_scales(q8_blocks_per_row(self.cols));
             }
-            if self.n > 1 && kernels.values_by_tile() {
+            if several && packed && kernels.values_by_tile() {
                 self.q8.arrange_tile_values(q8_blocks_per_row(self.cols));
+            }
+            if several && weights.contains(&Layout::Lanes16) && kernels.lanes_by_tile() {
+                self.q8.arrange_lanes(q8_blocks_per_row(self.cols));
             }
         }
         self.q8.as_slice()
@@ -563,6 +592,7 @@ impl<'a> Activations<'a> {
 }
 
 mod by_tile;
+mod lanes;
 mod paired_tail;
 #[cfg(test)]
 mod tests;

@@ -419,6 +419,9 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
                 if kernels.values_by_tile() {
                     arranged.arrange_tile_values(q8_blocks_per_row(cols));
                 }
+                if kernels.lanes_by_tile() {
+                    arranged.arrange_lanes(q8_blocks_per_row(cols));
+                }
                 let rb = w.len() / rows;
                 let packed = kernels.pack(WeightFormat::Q32(format), &w, rb);
                 let mut lanes = vec![0u8; w.len()];

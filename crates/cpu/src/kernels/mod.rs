@@ -172,6 +172,13 @@ impl Kernels {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
+    /// Whether [`Kernels::q32_rows`] wants a tile's activations arranged block by block
+    /// ([`crate::activations::Q8Rows::arrange_lanes`]) when it has several rows: the AVX-512
+    /// kernels of [`Layout::Lanes16`].
+    pub fn lanes_by_tile(self) -> bool {
+        self.isa == Isa::Avx512
+    }
+
     /// Rearranges a row's activation blocks (whole groups, the first `spans` pairs of them
     /// spans) from [`Q8Layout::Blocks`] to [`Kernels::q8_layout`].
     pub fn arrange_q8(self, blocks: &mut [[i8; 32]], spans: usize) {
@@ -319,8 +326,13 @@ impl Kernels {
         if layout == Layout::Lanes16 {
             #[cfg(target_arch = "x86_64")]
             if self.isa == Isa::Avx512 {
+                if out.tile() > 1 && !x.lanes_by_tile() {
+                    let arranged = x.arranged(out.tile());
+                    return self.q32_rows(f, layout, w_rows, row_bytes, arranged.as_slice(), out);
+                }
                 // SAFETY: an Avx512 `Kernels` exists only where AVX-512 F and VNNI were
-                // detected; rows in this layout are whole groups (`packed_lanes::fits`).
+                // detected; rows in this layout are whole groups (`packed_lanes::fits`), and a
+                // tile of several rows is arranged block by block (above).
                 return unsafe { avx2::q32_lanes::q32_rows(f, w_rows, row_bytes, x, out) };
             }
             // Other kernels (never met by the engine, which packs this layout only for these):

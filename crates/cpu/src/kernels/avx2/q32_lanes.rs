@@ -80,7 +80,6 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
             group: gp,
             x: &x,
             qs,
-            stride,
             bias,
             low4,
             fifth,
@@ -168,7 +167,6 @@ struct Blocks<'a> {
     group: *const u8,
     x: &'a Q8Slice<'a>,
     qs: *const u8,
-    stride: usize,
     bias: i32,
     low4: __m512i,
     fifth: __m512i,
@@ -205,23 +203,32 @@ impl Blocks<'_> {
             )
         };
         let x = self.x;
-        // Where the block's quads sit in row 0 (four consecutive elements stay together in
-        // every layout; the rows follow at 32 * stride bytes).
-        // SAFETY: the tile's rows hold this block's quads (the caller's promise).
-        let p = unsafe { self.qs.add(x.quad_at(b, 0)) };
         let step = Step {
             weights,
             dw,
             bias: self.bias,
         };
-        // SAFETY: as above.
+        // SAFETY: the tile's rows hold this block (the caller's promise): one row's blocks, or
+        // several rows arranged block by block (`rows` checks).
         unsafe {
+            if T > 1 {
+                // Row t's quads, scale and sum of block b at fixed offsets from the block's.
+                let at = b * T;
+                let p = x.lanes_qs.as_ptr().add(at) as *const u8;
+                let (d, sum) = (x.lanes_d.as_ptr().add(at), x.lanes_sum.as_ptr().add(at));
+                step.rows::<T, BLOCK_QUADS>(p, d, sum, acc);
+                return;
+            }
+            // One row in its own layout (four consecutive elements stay together in each).
+            let p = self.qs.add(x.quad_at(b, 0));
+            let d = x.d.as_ptr().add(b);
+            let sum = if self.bias != 0 { x.block_sum(0, b) } else { 0 };
             if x.layout == Q8Layout::Blocks {
-                step.rows::<T, BLOCK_QUADS>(p, x, self.stride, b, acc);
+                step.rows::<T, BLOCK_QUADS>(p, d, &sum, acc);
             } else if b < SPAN * x.spans {
-                step.rows::<T, SPAN_QUADS>(p, x, self.stride, b, acc);
+                step.rows::<T, SPAN_QUADS>(p, d, &sum, acc);
             } else {
-                step.rows::<T, GROUP_QUADS>(p, x, self.stride, b, acc);
+                step.rows::<T, GROUP_QUADS>(p, d, &sum, acc);
             }
         }
     }
@@ -251,26 +258,25 @@ struct Step {
 }
 
 impl Step {
-    /// Adds block `b`'s products with each of the tile's `T` rows (row `t`'s quad 0 of the
-    /// block at `p + 32 * stride * t`, quads placed as `KIND` says) into `acc[t]`.
+    /// Adds a block's products with each of the tile's `T` rows into `acc[t]`: row `t`'s quad 0
+    /// of the block at `p + 32 * t` (its other quads placed as `KIND` says), its scale at
+    /// `d + t`, its values' sum at `sum + t`.
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F and VNNI; the tile's rows must hold block `b`.
+    /// The CPU must support AVX-512 F and VNNI; the pointers must hold the tile's rows.
     #[inline(always)]
     unsafe fn rows<const T: usize, const KIND: u8>(
         &self,
         p: *const u8,
-        x: &Q8Slice,
-        stride: usize,
-        b: usize,
+        d: *const f32,
+        sum: *const i32,
         acc: &mut [__m512; T],
     ) {
         let w = &self.weights;
         for (t, acc) in acc.iter_mut().enumerate() {
-            let first = t * stride;
             // SAFETY: the caller's promise; a quad is four bytes inside its block.
             let bc = |q: usize| unsafe {
-                let at = p.add(32 * first + quad_offset(KIND, q)) as *const i32;
+                let at = p.add(32 * t + quad_offset(KIND, q)) as *const i32;
                 _mm512_set1_epi32(at.read_unaligned())
             };
             let dp = |a, b, c| unsafe { _mm512_dpbusd_epi32(a, b, c) };
@@ -279,15 +285,14 @@ impl Step {
             let low = dp(dp(low, w[2], bc(2)), w[3], bc(3));
             let high = dp(dp(zero, w[4], bc(4)), w[5], bc(5));
             let high = dp(dp(high, w[6], bc(6)), w[7], bc(7));
-            // SAFETY: the caller's promise (AVX-512 F); `d` holds the tile's blocks.
+            // SAFETY: the caller's promise.
             unsafe {
                 let mut sums = _mm512_add_epi32(low, high);
                 if self.bias != 0 {
-                    let taken = self.bias * x.block_sum(first, b);
+                    let taken = self.bias * *sum.add(t);
                     sums = _mm512_sub_epi32(sums, _mm512_set1_epi32(taken));
                 }
-                let dx = *x.d.get_unchecked(first + b);
-                let dd = _mm512_mul_ps(self.dw, _mm512_set1_ps(dx));
+                let dd = _mm512_mul_ps(self.dw, _mm512_set1_ps(*d.add(t)));
                 *acc = _mm512_add_ps(*acc, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(sums)));
             }
         }
