@@ -85,18 +85,18 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
             fifth,
         };
         if T <= SEQUENTIAL_ROWS {
-            // Block after block: one stream from memory, prefetched 4 KB ahead (as the
-            // row-by-row kernels are), each lane's chain in registers.
+            // Block after block: one stream from memory, prefetched `AHEAD`, each lane's chain
+            // in registers.
             let mut acc = [[_mm512_setzero_ps(); T]; SPAN];
             for span in 0..nb / SPAN {
                 for (l, acc) in acc.iter_mut().enumerate() {
                     // SAFETY: the group holds nb blocks; the caller's promises.
-                    unsafe { ctx.block::<F, T>(SPAN * span + l, 4096, acc) };
+                    unsafe { ctx.block::<F, T>(SPAN * span + l, AHEAD, acc) };
                 }
             }
             for (l, acc) in acc.iter_mut().enumerate().take(nb % SPAN) {
                 // SAFETY: as above.
-                unsafe { ctx.block::<F, T>(nb - nb % SPAN + l, 4096, acc) };
+                unsafe { ctx.block::<F, T>(nb - nb % SPAN + l, AHEAD, acc) };
             }
             for (l, acc) in acc.iter().enumerate() {
                 for (lane, &a) in lanes.iter_mut().zip(acc) {
@@ -161,6 +161,11 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
 /// accumulators in registers. SmolLM2's forwards behind 512 entries on two threads: four rows
 /// 3.83 ms in order, 4.13-4.71 lane by lane; eight rows 6.08-6.29 and 5.98-5.99.
 const SEQUENTIAL_ROWS: usize = 4;
+
+/// How far ahead of a block the in-order tiles prefetch: 8 KB. SmolLM2's one-row forward
+/// (behind 64 entries, 150 forwards) 2.53-2.58 ms on two threads at 4 KB, 2.22-2.23 at 8 KB,
+/// 2.19-2.24 at 12 KB; the Qwen 0.5B's 7.55-7.77 ms at 4 KB, 6.96 at 8 KB, 7.28-7.43 at 16 KB.
+const AHEAD: usize = 8 << 10;
 
 /// What a group's blocks are multiplied with.
 struct Blocks<'a> {
