@@ -20,7 +20,8 @@ pub struct Matrix<'a> {
     pub rows: usize,
     pub cols: usize,
     pub bytes: &'a [u8], // [rows, row_bytes]
-    /// The order of each row's bytes ([`Layout::Packed`] only for block formats).
+    /// The order of the rows' bytes (`Layout::Packed` and `Layout::Lanes16` only for block
+    /// formats, `Lanes16` only for whole groups of sixteen rows).
     pub layout: Layout,
 }
 
@@ -71,7 +72,10 @@ impl<'a> Matrix<'a> {
         self.cols / self.format.block_size() * self.format.block_bytes()
     }
 
+    /// Row `r`'s bytes, in the file's order or [`Layout::Packed`] (a row of
+    /// [`Layout::Lanes16`] is spread over its group's bytes).
     pub fn row(&self, r: usize) -> &'a [u8] {
+        debug_assert_ne!(self.layout, Layout::Lanes16);
         let rb = self.row_bytes();
         &self.bytes[r * rb..(r + 1) * rb]
     }

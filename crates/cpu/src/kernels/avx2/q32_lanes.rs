@@ -5,10 +5,10 @@
 //! conversion, multiply and add) serves sixteen rows.
 //!
 //! The order is the definition's: [`scalar::q32_tile`]'s lane `l` adds the products of blocks
-//! `l, l + 8, l + 16, ..` in turn; here the loop over `l` is the outer one, each pass's
-//! accumulators (one register per activation row, sixteen weight rows each) a chain over those
-//! blocks, and [`scalar::hsum8`]'s additions are done between the eight passes' registers, lane
-//! by lane. So the bits are the scalar kernel's (and every other instruction set's), whatever
+//! `l, l + 8, l + 16, ..` in turn; here each lane's chain is a register per activation row
+//! (sixteen weight rows each), walked block after block for small tiles and lane after lane for
+//! larger ones (see [`SEQUENTIAL_ROWS`]), and [`scalar::hsum8`]'s additions are done between the
+//! eight chains' registers, lane by lane. So the bits are the scalar kernel's (and every other instruction set's), whatever
 //! the tile's rows. The offsets' products of Q4_1 and Q5_1 are a pass of their own per
 //! [`GROUP`] lane, in the same way. A block absent from a lane's chain (past the row's last)
 //! is skipped where the definition adds a zero product: a chain that starts at +0.0 never holds
@@ -28,10 +28,12 @@ use crate::packed_lanes::{offsets, LANES};
 /// See [`crate::kernels::Kernels::q32_rows`], the rows in [`Layout::Lanes16`].
 ///
 /// # Safety
-/// The CPU must support AVX-512 F and VNNI; `w` must hold whole groups of packed rows.
+/// The CPU must support AVX-512 F and VNNI; `w` must hold whole groups of packed rows, and a
+/// tile of several rows must be arranged block by block ([`Q8Slice::lanes_by_tile`]).
 #[target_feature(enable = "avx512f,avx512vnni,f16c")]
 pub unsafe fn q32_rows(f: Q32Format, w: &[u8], row_bytes: usize, x: Q8Slice, out: Out) {
     debug_assert!(crate::packed_lanes::fits(f, w.len(), row_bytes));
+    debug_assert!(out.tile() == 1 || x.lanes_by_tile());
     let n = out.tile();
     // SAFETY: the caller's promise; a tile has 1..=8 rows (`by_tile!`'s fallback is never
     // taken, and computes nothing).
