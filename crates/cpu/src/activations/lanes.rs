@@ -20,35 +20,33 @@ impl Q8Rows {
             take(&mut self.lanes_d),
             take(&mut self.lanes_sum),
         );
-        qs.resize(self.qs.len()); // (every element is written below)
-        d.clear();
-        sum.clear();
+        // (Every element is written below.)
+        qs.resize(self.qs.len());
+        d.resize(self.qs.len(), 0.0);
+        sum.resize(self.qs.len(), 0);
         let all = self.as_slice();
-        let to = qs.as_mut_slice();
+        let (qs_to, flat) = (qs.as_mut_slice(), all.qs.as_flattened());
         let mut next = 0;
         for t0 in (0..rows).step_by(TILE) {
             let tile = TILE.min(rows - t0);
             for b in 0..row_blocks {
+                // Where the block's quads sit in a row (the same in every row).
+                let quads: [usize; 8] = std::array::from_fn(|q| all.quad_at(b, q));
                 for t in t0..t0 + tile {
                     let first = t * row_blocks;
-                    let row = all.qs[first..first + row_blocks].as_flattened();
-                    let block = &mut to[next];
-                    for q in 0..8 {
-                        let at = all.quad_at(b, q);
-                        block[4 * q..4 * q + 4].copy_from_slice(&row_i8(row, at));
+                    let row = &flat[32 * first..32 * (first + row_blocks)];
+                    let block = &mut qs_to[next];
+                    for (q, &at) in quads.iter().enumerate() {
+                        block[4 * q..4 * q + 4].copy_from_slice(&row[at..at + 4]);
                     }
-                    d.push(all.d[first + b]);
-                    sum.push(all.block_sum(first, b));
+                    d[next] = all.d[first + b];
+                    sum[next] = block.iter().map(|&v| v as i32).sum();
                     next += 1;
                 }
             }
         }
         (self.lanes_qs, self.lanes_d, self.lanes_sum) = (qs, d, sum);
     }
-}
-
-fn row_i8(row: &[i8], at: usize) -> [i8; 4] {
-    [row[at], row[at + 1], row[at + 2], row[at + 3]]
 }
 
 impl Q8Slice<'_> {
