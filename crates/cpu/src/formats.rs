@@ -94,6 +94,15 @@ impl WeightFormat {
 }
 
 impl Q32Format {
+    /// Every 32-element block format.
+    pub const ALL: [Q32Format; 5] = [
+        Q32Format::Q4_0,
+        Q32Format::Q4_1,
+        Q32Format::Q5_0,
+        Q32Format::Q5_1,
+        Q32Format::Q8_0,
+    ];
+
     pub fn block_bytes(self) -> usize {
         WeightFormat::Q32(self).block_bytes()
     }

@@ -496,13 +496,7 @@ mod tests {
         }
     }
 
-    const FORMATS: [Q32Format; 5] = [
-        Q32Format::Q4_0,
-        Q32Format::Q4_1,
-        Q32Format::Q5_0,
-        Q32Format::Q5_1,
-        Q32Format::Q8_0,
-    ];
+    const FORMATS: [Q32Format; 5] = Q32Format::ALL;
 
     /// Every byte value, in no particular order.
     fn bytes(n: usize) -> Vec<u8> {

@@ -150,13 +150,7 @@ fn fifth_bits_at(f: Q32Format) -> Option<(usize, usize)> {
 mod tests {
     use super::*;
 
-    const FORMATS: [Q32Format; 5] = [
-        Q32Format::Q4_0,
-        Q32Format::Q4_1,
-        Q32Format::Q5_0,
-        Q32Format::Q5_1,
-        Q32Format::Q8_0,
-    ];
+    const FORMATS: [Q32Format; 5] = Q32Format::ALL;
 
     #[test]
     fn packing_moves_every_byte_and_unpacking_restores_them() {
