@@ -546,20 +546,25 @@ impl<'a> Activations<'a> {
     /// a tile's values arranged for the layouts of the weights they will multiply: by tile
     /// for [`Layout::Packed`], block by block for [`Layout::Lanes16`] (each where `kernels`
     /// want it).
-    pub fn q8(&mut self, kernels: Kernels, weights: &[Layout]) -> Q8Slice<'_> {
+    pub fn q8(&mut self, kernels: Kernels, weights: impl Iterator<Item = Layout>) -> Q8Slice<'_> {
         if self.q8.qs.is_empty() {
             for row in self.rows.chunks_exact(self.cols) {
                 quantize_q8_for(kernels, row, &mut self.q8);
             }
+            // Which kernels will take the tile: sixteen weight rows side by side, or one.
+            let (mut lanes, mut row_by_row) = (false, false);
+            for layout in weights {
+                lanes |= layout == Layout::Lanes16;
+                row_by_row |= layout != Layout::Lanes16;
+            }
             let several = self.n > 1;
-            let packed = weights.iter().any(|&l| l != Layout::Lanes16);
-            if several && packed && kernels.scales_by_tile() {
+            if several && row_by_row && kernels.scales_by_tile() {
                 self.q8.arrange_tile_scales(q8_blocks_per_row(self.cols));
             }
-            if several && packed && kernels.values_by_tile() {
+            if several && row_by_row && kernels.values_by_tile() {
                 self.q8.arrange_tile_values(q8_blocks_per_row(self.cols));
             }
-            if several && weights.contains(&Layout::Lanes16) && kernels.lanes_by_tile() {
+            if several && lanes && kernels.lanes_by_tile() {
                 self.q8.arrange_lanes(q8_blocks_per_row(self.cols));
             }
         }

@@ -97,12 +97,11 @@ pub fn matmul_many(
     // Quantize the input once for every format family in use, before any thread starts.
     let needs = |pred: fn(&WeightFormat) -> bool| jobs.iter().any(|(w, _)| pred(&w.format));
     if needs(|f| matches!(f, WeightFormat::Q32(_))) {
-        let layouts: Vec<Layout> = jobs
+        let layouts = jobs
             .iter()
             .filter(|(w, _)| matches!(w.format, WeightFormat::Q32(_)))
-            .map(|(w, _)| w.layout)
-            .collect();
-        x.q8(kernels, &layouts);
+            .map(|(w, _)| w.layout);
+        x.q8(kernels, layouts);
     }
     if needs(|f| matches!(f, WeightFormat::K(_))) {
         x.q8k(kernels);
