@@ -18,7 +18,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::activations::{Q8Layout, Q8Slice};
+use crate::activations::{interleaved_position, span_position, Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
 use crate::kernels::scalar::{GROUP, SPAN};
@@ -61,7 +61,6 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
     let nb = row_bytes / bb;
     let group_bytes = LANES * row_bytes;
     let stride = x.len() / T; // blocks per activation row
-    let qs = x.qs.as_ptr() as *const u8;
     let has_min = format(F).has_min();
     // What the unsigned products hold over the signed ones, in units of the activations' sum.
     let bias: i32 = match F {
@@ -81,7 +80,6 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
         let ctx = Blocks {
             group: gp,
             x: &x,
-            qs,
             bias,
             low4,
             fifth,
@@ -173,7 +171,6 @@ const AHEAD: usize = 8 << 10;
 struct Blocks<'a> {
     group: *const u8,
     x: &'a Q8Slice<'a>,
-    qs: *const u8,
     bias: i32,
     low4: __m512i,
     fifth: __m512i,
@@ -227,7 +224,7 @@ impl Blocks<'_> {
                 return;
             }
             // One row in its own layout (four consecutive elements stay together in each).
-            let p = self.qs.add(x.quad_at(b, 0));
+            let p = (x.qs.as_ptr() as *const u8).add(x.quad_at(b, 0));
             let d = x.d.as_ptr().add(b);
             let sum = if self.bias != 0 { x.block_sum(0, b) } else { 0 };
             if x.layout == Q8Layout::Blocks {
@@ -251,9 +248,9 @@ const GROUP_QUADS: u8 = 2;
 
 const fn quad_offset(kind: u8, q: usize) -> usize {
     match kind {
-        SPAN_QUADS => 32 * q,
+        SPAN_QUADS => span_position(0, 4 * q),
         BLOCK_QUADS => 4 * q,
-        _ => 32 * (q % 4) + 16 * (q / 4),
+        _ => interleaved_position(0, 4 * q),
     }
 }
 
