@@ -385,12 +385,7 @@ pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
 /// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in the
 /// layout its kernels take ([`Kernels::q8_layout`]).
 pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
-    match kernels.isa() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 | Isa::Avx512 => unsafe { crate::kernels::avx2_quantize_q8(x, out) },
-        _ => quantize_q8_portable(x, out),
-    }
+    quantize_q8_blocks_for(kernels, x, out);
     let row_blocks = q8_blocks_per_row(x.len());
     let first = out.qs.len() - row_blocks;
     out.layout = kernels.q8_layout();
@@ -406,6 +401,17 @@ pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
         );
     }
     kernels.arrange_q8(&mut out.qs[first..], out.spans);
+}
+
+/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in
+/// [`Q8Layout::Blocks`] whatever the kernels' own layout.
+pub(crate) fn quantize_q8_blocks_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
+    match kernels.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
+        Isa::Avx2 | Isa::Avx512 => unsafe { crate::kernels::avx2_quantize_q8(x, out) },
+        _ => quantize_q8_portable(x, out),
+    }
 }
 
 /// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of a row's blocks in element order, whole groups, the
@@ -548,24 +554,29 @@ impl<'a> Activations<'a> {
     /// want it).
     pub fn q8(&mut self, kernels: Kernels, weights: impl Iterator<Item = Layout>) -> Q8Slice<'_> {
         if self.q8.qs.is_empty() {
-            for row in self.rows.chunks_exact(self.cols) {
-                quantize_q8_for(kernels, row, &mut self.q8);
-            }
             // Which kernels will take the tile: sixteen weight rows side by side, or one.
             let (mut lanes, mut row_by_row) = (false, false);
             for layout in weights {
                 lanes |= layout == Layout::Lanes16;
                 row_by_row |= layout != Layout::Lanes16;
             }
+            let row_blocks = q8_blocks_per_row(self.cols);
+            if lanes && !row_by_row && kernels.lanes_by_tile() {
+                self.q8.quantize_for_lanes(kernels, self.rows, self.cols);
+                return self.q8.as_slice();
+            }
+            for row in self.rows.chunks_exact(self.cols) {
+                quantize_q8_for(kernels, row, &mut self.q8);
+            }
             let several = self.n > 1;
             if several && row_by_row && kernels.scales_by_tile() {
-                self.q8.arrange_tile_scales(q8_blocks_per_row(self.cols));
+                self.q8.arrange_tile_scales(row_blocks);
             }
             if several && row_by_row && kernels.values_by_tile() {
-                self.q8.arrange_tile_values(q8_blocks_per_row(self.cols));
+                self.q8.arrange_tile_values(row_blocks);
             }
             if several && lanes && kernels.lanes_by_tile() {
-                self.q8.arrange_lanes(q8_blocks_per_row(self.cols));
+                self.q8.arrange_lanes(row_blocks);
             }
         }
         self.q8.as_slice()

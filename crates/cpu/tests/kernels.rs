@@ -390,10 +390,11 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
 
 /// A tile whose activation scales and values were not arranged by tile (only `Activations`
 /// arranges them; a kernel that wants them arranged arranges a copy) gives the same bits as one
-/// whose were, on every format and tile size.
+/// whose were, on every format and tile size; and so does an input that only the kernels of
+/// sixteen weight rows side by side take (quantized in element order, arranged block by block).
 #[test]
 fn q32_products_do_not_depend_on_the_activations_arrangement() {
-    use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Q8Rows};
+    use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Activations, Q8Rows};
     use runahead_cpu::formats::Q32Format;
     use runahead_cpu::kernels::Out;
     use runahead_cpu::packed::Layout;
@@ -442,7 +443,19 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
                         values
                     };
                     let what = format!("{:?} {format:?} {layout:?}, {n} rows", kernels.isa());
-                    assert_bits_eq(&product(&q), &product(&arranged), &what);
+                    let want = product(&q);
+                    assert_bits_eq(&want, &product(&arranged), &what);
+                    if layout == Layout::Lanes16 {
+                        // What the engine hands an input only these kernels take: element
+                        // order, arranged block by block, a lone row too.
+                        let mut only = Activations::new(&x, cols);
+                        let lanes_only = only.q8(kernels, std::iter::once(layout));
+                        let mut values = vec![0f32; n * rows];
+                        let mut by_row: Vec<&mut [f32]> = values.chunks_mut(rows).collect();
+                        let out = Out::new(&mut by_row);
+                        kernels.q32_rows(format, layout, w, rb, lanes_only, out);
+                        assert_bits_eq(&want, &values, &format!("{what}, lanes only"));
+                    }
                 }
             }
         }

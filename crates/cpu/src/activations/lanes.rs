@@ -6,10 +6,24 @@
 
 use std::mem::take;
 
-use super::{Q8Rows, Q8Slice};
-use crate::kernels::TILE;
+use super::{q8_blocks_per_row, quantize_q8_blocks_for, Q8Layout, Q8Rows, Q8Slice};
+use crate::kernels::{Kernels, TILE};
 
 impl Q8Rows {
+    /// The rows of `x` (`cols` values each) for the kernels of sixteen weight rows side by side
+    /// alone: quantized in element order (the row-by-row kernels' interleaving and group sums
+    /// are for them only) and arranged block by block, a lone row too (its blocks' sums are
+    /// then made once, not at every group of weight rows). At eight rows the interleaving, the
+    /// group sums and the arrangement that undid the interleaving quad by quad were a third of
+    /// what the caller's thread ran alone while the others waited.
+    pub(crate) fn quantize_for_lanes(&mut self, kernels: Kernels, x: &[f32], cols: usize) {
+        for row in x.chunks_exact(cols) {
+            quantize_q8_blocks_for(kernels, row, self);
+        }
+        self.layout = Q8Layout::Blocks;
+        self.arrange_lanes(q8_blocks_per_row(cols));
+    }
+
     /// Copies the values (in element order), scales and sums of rows of `row_blocks` blocks
     /// into `lanes_qs`, `lanes_d` and `lanes_sum`, tile by tile of [`TILE`] rows, and in a tile
     /// block by block with the tile's rows side by side.
@@ -34,10 +48,14 @@ impl Q8Rows {
                 let quads: [usize; 8] = std::array::from_fn(|q| all.quad_at(b, q));
                 for t in t0..t0 + tile {
                     let first = t * row_blocks;
-                    let row = &flat[32 * first..32 * (first + row_blocks)];
                     let block = &mut qs_to[next];
-                    for (q, &at) in quads.iter().enumerate() {
-                        block[4 * q..4 * q + 4].copy_from_slice(&row[at..at + 4]);
+                    if all.layout == Q8Layout::Blocks {
+                        *block = all.qs[first + b];
+                    } else {
+                        let row = &flat[32 * first..32 * (first + row_blocks)];
+                        for (q, &at) in quads.iter().enumerate() {
+                            block[4 * q..4 * q + 4].copy_from_slice(&row[at..at + 4]);
+                        }
                     }
                     d[next] = all.d[first + b];
                     sum[next] = block.iter().map(|&v| v as i32).sum();

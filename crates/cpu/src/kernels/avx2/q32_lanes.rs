@@ -72,6 +72,7 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
     let m_at = offsets(format(F)).0;
     let low4 = _mm512_set1_epi8(0x0f);
     let fifth = _mm512_set1_epi8(0x10);
+    let arranged = x.lanes_by_tile();
     // Each pass's sums (every lane written before it is read: set once, not per group).
     let mut lanes = [[_mm512_setzero_ps(); SPAN]; T];
     let mut offset_lanes = [[_mm512_setzero_ps(); GROUP]; T];
@@ -80,6 +81,7 @@ unsafe fn rows<const F: u8, const T: usize>(w: &[u8], row_bytes: usize, x: Q8Sli
         let ctx = Blocks {
             group: gp,
             x: &x,
+            arranged,
             bias,
             low4,
             fifth,
@@ -171,6 +173,9 @@ const AHEAD: usize = 8 << 10;
 struct Blocks<'a> {
     group: *const u8,
     x: &'a Q8Slice<'a>,
+    /// Whether the rows are arranged block by block (always for several; for one, when only
+    /// these kernels take them, see `Q8Rows::quantize_for_lanes`).
+    arranged: bool,
     bias: i32,
     low4: __m512i,
     fifth: __m512i,
@@ -215,7 +220,7 @@ impl Blocks<'_> {
         // SAFETY: the tile's rows hold this block (the caller's promise): one row's blocks, or
         // several rows arranged block by block (`rows` checks).
         unsafe {
-            if T > 1 {
+            if T > 1 || self.arranged {
                 // Row t's quads, scale and sum of block b at fixed offsets from the block's.
                 let at = b * T;
                 let p = x.lanes_qs.as_ptr().add(at) as *const u8;
