@@ -12,9 +12,8 @@ use crate::attention::{Attention, AttentionScratch};
 use crate::error::CpuError;
 use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
-use crate::matmul::{matmul_many, Matrix};
+use crate::matmul::{matmul_gated, matmul_many, Matrix};
 use crate::ops::{add_bias, add_in_place, rms_norm, Rope};
-use crate::parallel;
 use crate::pool::{with_team, Team};
 use crate::weights::Weights;
 
@@ -237,20 +236,20 @@ impl CpuEngine {
             let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
             let gate = reuse(&mut b.gate, rows * c.n_ff);
             let up = reuse(&mut b.up, rows * c.n_ff);
-            products(
+            // gate = silu(gate) * up, by each unit of the products as they come.
+            let silu_mul = |g: &mut [f32], u: &[f32]| k.silu_mul(g, u);
+            let mut x_ffn = Activations::reusing(&h, d, std::mem::take(&mut b.quantized));
+            matmul_gated(
                 k,
                 team,
                 &mut [
                     (lw.w_gate.view(file), &mut *gate),
                     (lw.w_up.view(file), &mut *up),
                 ],
-                &h,
-                d,
-                &mut b.quantized,
+                &mut x_ffn,
+                &silu_mul,
             );
-            let up = &*up;
-            let silu_mul = |i: usize, g: &mut [f32]| k.silu_mul(g, &up[i * c.n_ff..][..c.n_ff]);
-            parallel::for_each_chunk(team, rows, gate, c.n_ff, silu_mul);
+            b.quantized = x_ffn.into_buffers();
             let down = reuse(&mut b.down, rows * d);
             let gate = &*gate;
             products(

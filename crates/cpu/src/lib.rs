@@ -20,7 +20,6 @@ mod ops;
 pub mod packed;
 pub mod packed_k;
 pub mod packed_lanes;
-mod parallel;
 pub mod pool;
 mod weights;
 

@@ -86,12 +86,46 @@ pub fn matmul(kernels: Kernels, team: &Team, w: Matrix, x: &mut Activations, out
     matmul_many(kernels, team, &mut [(w, out)], x);
 }
 
-/// Several products of the same input (q/k/v, gate/up) in one pass of the team.
+/// Several products of the same input (q/k/v) in one pass of the team.
 pub fn matmul_many(
     kernels: Kernels,
     team: &Team,
     jobs: &mut [(Matrix, &mut [f32])],
     x: &mut Activations,
+) {
+    products(kernels, team, jobs, x, None);
+}
+
+/// What a gated product does to each activation row's part of a unit's weight rows: `(a, b)`,
+/// the first product's outputs (written in place) and the second's.
+pub type Then<'t> = &'t (dyn Fn(&mut [f32], &[f32]) + Sync);
+
+/// The products of two matrices of the same shape (gate and up) on one input, then `then` on
+/// their outputs: each unit computes the same weight rows of both and applies `then` to them,
+/// so the element-wise step between the products (SwiGLU's) runs on every thread as their
+/// outputs come, where the caller ran it alone after the products while the others waited.
+pub fn matmul_gated(
+    kernels: Kernels,
+    team: &Team,
+    jobs: &mut [(Matrix, &mut [f32]); 2],
+    x: &mut Activations,
+    then: Then,
+) {
+    let (a, b) = (&jobs[0].0, &jobs[1].0);
+    assert!(
+        a.rows == b.rows && a.cols == b.cols,
+        "a gated product's matrices have one shape"
+    );
+    products(kernels, team, jobs, x, Some(then));
+}
+
+/// [`matmul_many`], and with `then` [`matmul_gated`].
+fn products(
+    kernels: Kernels,
+    team: &Team,
+    jobs: &mut [(Matrix, &mut [f32])],
+    x: &mut Activations,
+    then: Option<Then>,
 ) {
     let n = x.n;
     // Quantize the input once for every format family in use, before any thread starts.
@@ -119,6 +153,10 @@ pub fn matmul_many(
         // Not only in debug builds: the units below write through raw pointers.
         assert_eq!(out.len(), n * w.rows, "a product's output size");
         debug_assert_eq!(x.cols, w.cols);
+        if then.is_some() && j > 0 {
+            // A gated product's units cover the same rows of both matrices.
+            continue;
+        }
         let chunk = chunk_rows(w, team.threads());
         units.extend(
             (0..w.rows)
@@ -127,7 +165,7 @@ pub fn matmul_many(
         );
     }
     let outs = Outputs(jobs.iter_mut().map(|(_, out)| out.as_mut_ptr()).collect());
-    let compute = |(j, first_row, rows): Unit| {
+    let product_rows = |j: usize, first_row: usize, rows: usize| {
         let w = &matrices[j];
         for t in (0..n).step_by(TILE).map(|t| t..(t + TILE).min(n)) {
             let mut tile_out: [&mut [f32]; TILE] = Default::default();
@@ -147,6 +185,29 @@ pub fn matmul_many(
                 t.clone(),
                 &mut tile_out[..t.len()],
             );
+        }
+    };
+    let compute = |(first_job, first_row, rows): Unit| {
+        let last_job = if then.is_some() { 1 } else { first_job };
+        for j in first_job..=last_job {
+            product_rows(j, first_row, rows);
+        }
+        if let Some(then) = then {
+            let w_rows = matrices[0].rows;
+            for t in 0..n {
+                // SAFETY: as in `product_rows`: this unit's rows of each activation row of
+                // both outputs (`[n, w_rows]` each), which no other unit touches.
+                let (a, b) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(
+                            outs.job(0).add(t * w_rows + first_row),
+                            rows,
+                        ),
+                        std::slice::from_raw_parts(outs.job(1).add(t * w_rows + first_row), rows),
+                    )
+                };
+                then(a, b);
+            }
         }
     };
     // Each thread walks its own contiguous share of the units in order, so its weight reads
