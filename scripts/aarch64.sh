@@ -46,7 +46,7 @@ case "$cmd" in
       # --tests: every test target, not the doc tests (rustdoc is rustup's, another compiler).
       "$CARGO" test "${common[@]}" --tests
     else
-      "$CARGO" test "${common[@]}" --lib --test kernels --test engine
+      "$CARGO" test "${common[@]}" --lib --test kernels --test products --test engine
     fi
     ;;
   build) "$CARGO" build "${common[@]}" "$@" ;;

@@ -10,8 +10,6 @@
 
 use crate::aligned::Aligned;
 use crate::kernels::scalar::SPAN;
-#[cfg(target_arch = "x86_64")]
-use crate::kernels::Isa;
 use crate::kernels::{Kernels, TILE};
 use crate::packed::Layout;
 
@@ -323,185 +321,6 @@ pub struct BlockQ8K {
     pub bsums: [i16; 16], // [16]: sum of qs[16 * g..16 * g + 16]
 }
 
-/// The scale of a block whose largest magnitude is `amax`, and its inverse (0 for an all-zero
-/// block). A NaN or infinite value makes the scale NaN, so it reaches the output as NaN (a
-/// corrupt model must not quietly produce finite logits).
-#[inline(always)]
-fn scale_of(block: &[f32]) -> (f32, f32) {
-    let mut amax = 0f32;
-    let mut finite = true;
-    for &v in block {
-        finite &= v.is_finite();
-        // A select, not `f32::max`, so the loop vectorizes (NaN is caught by `finite`).
-        amax = if v.abs() > amax { v.abs() } else { amax };
-    }
-    if !finite {
-        return (f32::NAN, 0.0);
-    }
-    let d = amax / 127.0;
-    let id = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-    (d, id)
-}
-
-/// `v * id` rounded to the nearest integer, ties to even. `|v * id| <= 127` (`id` is 127 over
-/// the block's largest magnitude), so the result is in [-127, 127]: the activation side of an
-/// unsigned x signed byte product never holds -128, and SIMD sign tricks cannot overflow.
-#[inline(always)]
-fn quantize_value(v: f32, id: f32) -> i8 {
-    // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits (plain IEEE
-    // arithmetic, no libm `rintf` call, and integer-only after it, so the loop vectorizes).
-    const MAGIC: f32 = 12_582_912.0;
-    ((v * id + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32) as i8
-}
-
-/// Quantizes one block; a block with a NaN or infinity gets a NaN scale and zero values.
-#[inline(always)]
-fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
-    let (d, id) = scale_of(block);
-    if d.is_nan() {
-        qs.fill(0);
-    } else {
-        for (q, &v) in qs.iter_mut().zip(block) {
-            *q = quantize_value(v, id);
-        }
-    }
-    d
-}
-
-/// Blocks of 32 per row are padded to a multiple of this with empty blocks (zero values and
-/// scales), so SIMD kernels take four blocks at a time without a tail.
-pub const Q8_GROUP: usize = 4;
-
-/// Blocks a row of `cols` activations takes in [`Q8Rows`], padding included.
-pub fn q8_blocks_per_row(cols: usize) -> usize {
-    (cols / 32).div_ceil(Q8_GROUP) * Q8_GROUP
-}
-
-/// Appends the blocks of one row `x` (a whole number of blocks of 32) to `out`, padded.
-pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
-    quantize_q8_portable(x, out)
-}
-
-/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in the
-/// layout its kernels take ([`Kernels::q8_layout`]).
-pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
-    quantize_q8_blocks_for(kernels, x, out);
-    let row_blocks = q8_blocks_per_row(x.len());
-    let first = out.qs.len() - row_blocks;
-    out.layout = kernels.q8_layout();
-    if out.layout == Q8Layout::Interleaved {
-        (out.spans, out.row_blocks) = (x.len() / 32 / SPAN, row_blocks);
-        out.paired_tail = x.len() / 32 % SPAN == 2;
-        group_sums(
-            &out.qs[first..],
-            &out.d[first..],
-            out.spans,
-            &mut out.d8,
-            &mut out.ysum,
-        );
-    }
-    kernels.arrange_q8(&mut out.qs[first..], out.spans);
-}
-
-/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in
-/// [`Q8Layout::Blocks`] whatever the kernels' own layout.
-pub(crate) fn quantize_q8_blocks_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
-    match kernels.isa() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 | Isa::Avx512 => unsafe { crate::kernels::avx2_quantize_q8(x, out) },
-        _ => quantize_q8_portable(x, out),
-    }
-}
-
-/// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of a row's blocks in element order, whole groups, the
-/// first `spans` pairs of them spans.
-fn group_sums(
-    qs: &[[i8; 32]],
-    d: &[f32],
-    spans: usize,
-    d8: &mut Vec<[f32; 8]>,
-    ysum: &mut Vec<[i32; 8]>,
-) {
-    let sum = |v: &[i8]| v.iter().map(|&v| v as i32).sum::<i32>();
-    let (span_qs, group_qs) = qs.split_at(SPAN * spans);
-    let (span_d, group_d) = d.split_at(SPAN * spans);
-    for (blocks, d) in span_qs.chunks_exact(SPAN).zip(span_d.chunks_exact(SPAN)) {
-        // The same for both groups of the span (kernels read the first).
-        let (dd, ys) = (
-            std::array::from_fn(|l| d[l]),
-            std::array::from_fn(|l| sum(&blocks[l])),
-        );
-        d8.extend([dd, dd]);
-        ysum.extend([ys, ys]);
-    }
-    for (blocks, d) in group_qs
-        .chunks_exact(Q8_GROUP)
-        .zip(group_d.chunks_exact(Q8_GROUP))
-    {
-        d8.push(std::array::from_fn(|l| d[l % Q8_GROUP]));
-        ysum.push(std::array::from_fn(|l| {
-            let half = l / Q8_GROUP * 16;
-            sum(&blocks[l % Q8_GROUP][half..half + 16])
-        }));
-    }
-}
-
-#[inline(always)]
-fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
-    debug_assert!(x.len().is_multiple_of(32));
-    for block in x.chunks_exact(32) {
-        push_quantized(block, out);
-    }
-    out.pad_row(x.len());
-}
-
-/// Quantizes one block of 32 (the portable way) onto `out`.
-#[inline(always)]
-pub(crate) fn push_quantized(block: &[f32], out: &mut Q8Rows) {
-    let mut qs = [0i8; 32];
-    let d = quantize_block(block, &mut qs);
-    let sum: i32 = qs.iter().map(|&q| q as i32).sum();
-    out.push_block(qs, d, sum);
-}
-
-/// Appends the blocks of `x` (a whole number of blocks of 256) to `out`.
-pub fn quantize_q8k(x: &[f32], out: &mut Vec<BlockQ8K>) {
-    quantize_q8k_portable(x, out)
-}
-
-/// [`quantize_q8k`] compiled for the instruction set of `kernels` (the same bits).
-pub fn quantize_q8k_for(kernels: Kernels, x: &[f32], out: &mut Vec<BlockQ8K>) {
-    match kernels.isa() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8k_avx2(x, out) },
-        _ => quantize_q8k_portable(x, out),
-    }
-}
-
-/// [`quantize_q8k_portable`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn quantize_q8k_avx2(x: &[f32], out: &mut Vec<BlockQ8K>) {
-    quantize_q8k_portable(x, out)
-}
-
-#[inline(always)]
-fn quantize_q8k_portable(x: &[f32], out: &mut Vec<BlockQ8K>) {
-    debug_assert!(x.len().is_multiple_of(256));
-    for block in x.chunks_exact(256) {
-        let mut qs = [0i8; 256];
-        let d = quantize_block(block, &mut qs);
-        let mut bsums = [0i16; 16];
-        for (s, run) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
-            // |sum| <= 16 * 127, well inside i16.
-            *s = run.iter().map(|&q| q as i16).sum();
-        }
-        out.push(BlockQ8K { d, qs, bsums });
-    }
-}
-
 /// The input of a matrix product: `n` rows of `cols` f32 activations, with the quantized
 /// forms the weight formats in use need, made once per input.
 pub struct Activations<'a> {
@@ -610,8 +429,15 @@ impl<'a> Activations<'a> {
 mod by_tile;
 mod lanes;
 mod paired_tail;
+mod quantize;
 #[cfg(test)]
 mod tests;
 
 pub use by_tile::tile_chunk;
 pub use paired_tail::paired_tail_position;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use quantize::push_quantized;
+pub(crate) use quantize::quantize_q8_blocks_for;
+pub use quantize::{
+    q8_blocks_per_row, quantize_q8, quantize_q8_for, quantize_q8k, quantize_q8k_for, Q8_GROUP,
+};

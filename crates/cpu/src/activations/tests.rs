@@ -1,3 +1,4 @@
+use super::quantize::quantize_value;
 use super::*;
 use crate::kernels::Isa;
 
