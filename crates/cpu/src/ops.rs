@@ -11,10 +11,15 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let mut out = Vec::with_capacity(x.len());
     for rows in x.chunks(8 * d.max(1)) {
         let mut sums = [0f64; 8];
-        for at in (0..d).step_by(8) {
-            for (sum, row) in sums.iter_mut().zip(rows.chunks_exact(d)) {
-                let eight = &row[at..(at + 8).min(d)];
-                *sum = eight.iter().fold(*sum, |s, &v| s + (v as f64) * (v as f64));
+        if rows.len() == d {
+            // A row alone: its chain, without the side-by-side loop's slicing every eight.
+            sums[0] = rows.iter().fold(0.0, |s, &v| s + (v as f64) * (v as f64));
+        } else {
+            for at in (0..d).step_by(8) {
+                for (sum, row) in sums.iter_mut().zip(rows.chunks_exact(d)) {
+                    let eight = &row[at..(at + 8).min(d)];
+                    *sum = eight.iter().fold(*sum, |s, &v| s + (v as f64) * (v as f64));
+                }
             }
         }
         for (sum, row) in sums.iter().zip(rows.chunks_exact(d)) {
