@@ -22,9 +22,13 @@ pub struct Q8Rows {
     pub d: Vec<f32>,       // [blocks]
     /// `d * sum(qs)`: what a weight block's offset `m` multiplies.
     pub s: Vec<f32>, // [blocks]
-    /// In the relaxed SIMD build (empty elsewhere): `sum(qs)`, what its kernels take a weight
-    /// block's stored offset (Q4_0's 8, Q5_0's 16) times out of the unsigned products.
+    /// In the relaxed SIMD build, and for an input only the sixteen-rows kernels take (empty
+    /// elsewhere): `sum(qs)`, what those kernels take a weight block's stored offset (Q4_0's 8,
+    /// Q5_0's 16, Q8_0's 128) times out of the unsigned products.
     pub sums: Vec<i32>, // [blocks]
+    /// Whether [`Q8Rows::push_block`] keeps `sums` outside the relaxed SIMD build (see
+    /// [`Q8Rows::quantize_for_lanes`]).
+    keep_sums: bool,
     pub layout: Q8Layout,
     /// `s` again, arranged for kernels that add several rows' offsets at once (see
     /// [`Q8Rows::arrange_tile_scales`]); empty unless asked for.
@@ -106,6 +110,7 @@ impl Q8Rows {
         self.d.clear();
         self.s.clear();
         self.sums.clear();
+        self.keep_sums = false;
         self.layout = Q8Layout::default();
         (self.spans, self.row_blocks, self.paired_tail) = (0, 0, false);
         self.tile_s.clear();
@@ -125,7 +130,7 @@ impl Q8Rows {
         self.qs.push(qs);
         self.d.push(d);
         self.s.push(d * sum as f32);
-        if KEEPS_SUMS {
+        if KEEPS_SUMS || self.keep_sums {
             self.sums.push(sum);
         }
     }

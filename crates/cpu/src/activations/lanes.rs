@@ -17,6 +17,8 @@ impl Q8Rows {
     /// group sums and the arrangement that undid the interleaving quad by quad were a third of
     /// what the caller's thread ran alone while the others waited.
     pub(crate) fn quantize_for_lanes(&mut self, kernels: Kernels, x: &[f32], cols: usize) {
+        // The quantization's own sums, for the arrangement to copy.
+        self.keep_sums = true;
         for row in x.chunks_exact(cols) {
             quantize_q8_blocks_for(kernels, row, self);
         }
@@ -58,7 +60,10 @@ impl Q8Rows {
                         }
                     }
                     d[next] = all.d[first + b];
-                    sum[next] = block.iter().map(|&v| v as i32).sum();
+                    sum[next] = match all.sums.get(first + b) {
+                        Some(&kept) => kept,
+                        None => block.iter().map(|&v| v as i32).sum(),
+                    };
                     next += 1;
                 }
             }
