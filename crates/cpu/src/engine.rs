@@ -76,8 +76,21 @@ fn products(
     cols: usize,
     buffers: &mut QuantizedBuffers,
 ) {
+    as_input(input, cols, buffers, |x| {
+        matmul_many(kernels, team, jobs, x)
+    });
+}
+
+/// `run` with `input` (`[n, cols]`) as a product's input, its quantized forms made in
+/// `buffers`' arrays (kept for the next input).
+fn as_input(
+    input: &[f32],
+    cols: usize,
+    buffers: &mut QuantizedBuffers,
+    run: impl FnOnce(&mut Activations),
+) {
     let mut x = Activations::reusing(input, cols, std::mem::take(buffers));
-    matmul_many(kernels, team, jobs, &mut x);
+    run(&mut x);
     *buffers = x.into_buffers();
 }
 
@@ -238,18 +251,13 @@ impl CpuEngine {
             let up = reuse(&mut b.up, rows * c.n_ff);
             // gate = silu(gate) * up, by each unit of the products as they come.
             let silu_mul = |g: &mut [f32], u: &[f32]| k.silu_mul(g, u);
-            let mut x_ffn = Activations::reusing(&h, d, std::mem::take(&mut b.quantized));
-            matmul_gated(
-                k,
-                team,
-                &mut [
+            as_input(&h, d, &mut b.quantized, |x| {
+                let mut jobs = [
                     (lw.w_gate.view(file), &mut *gate),
                     (lw.w_up.view(file), &mut *up),
-                ],
-                &mut x_ffn,
-                &silu_mul,
-            );
-            b.quantized = x_ffn.into_buffers();
+                ];
+                matmul_gated(k, team, &mut jobs, x, &silu_mul)
+            });
             let down = reuse(&mut b.down, rows * d);
             let gate = &*gate;
             products(
