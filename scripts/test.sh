@@ -2,9 +2,16 @@
 # The whole check: what CI runs after scripts/setup.sh, and what to run before pushing.
 #
 #   scripts/test.sh              # all steps, in order, stopping at the first failure
+#   scripts/test.sh quick        # the edit-test loop: under 5 minutes after a build
 #   scripts/test.sh fmt clippy   # only the named steps
 #
-# Steps: models (the model files exist), fmt, clippy (native: builds every test target of the
+# The quick tier runs models, fmt, history, unit (every crate's unit tests), kernels (the CPU
+# engine's kernels against the scalar reference, the GPU kernels on lavapipe) and smoke (greedy
+# generation on SmolLM2 through the CLI: the reference, the CPU engine and speculative decoding
+# against llama.cpp's fixture). Everything it runs is also in the full run.
+#
+# Steps: models (the model files exist), fmt, history (no work-session or tracker references in
+# the tree: scripts/check-history.sh), clippy (native: builds every test target of the
 # workspace with clippy's lints, -D warnings), wasm-clippy (wasm32: builds the browser tests and
 # the package's threaded wasm with clippy's lints, scripts/wasm.sh), browser (wasm-bindgen-test in headless Chromium on WebGPU,
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
@@ -30,7 +37,7 @@
 # target-wasm-threads-relaxed/; CARGO_TARGET_DIR, WASM_TARGET_DIR, WASM_THREADS_TARGET_DIR,
 # WASM_RELAXED_TARGET_DIR and WASM_THREADS_RELAXED_TARGET_DIR override them. RUNAHEAD_MODELS
 # overrides the model directory (default models/).
-# Each step prints its time; a fresh machine's figures are in the README ("Tests").
+# Each step prints its time; a fresh machine's figures are in BENCHMARKS.md ("Test suite time").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,6 +88,17 @@ step_models() {
   fi
 }
 step_fmt() { cargo fmt --all -- --check; }
+step_history() { "$root/scripts/check-history.sh"; }
+# The quick tier's own steps (the full run covers them in `test`).
+step_unit() { cargo test --workspace --lib --bins; }
+step_kernels() {
+  cargo test -p runahead-cpu --test kernels --test products
+  cargo test -p runahead-gpu --test kernels
+}
+step_smoke() {
+  cargo test -p runahead-cli --test cli -- --exact generate_json_follows_the_contract_and_llama_cpp \
+    speculative_generate_reports_provenance_and_matches_plain
+}
 step_clippy() { cargo test --workspace --no-run; }
 # The wasm32 builds, linted as they compile: the browser tests' (which is also the package's
 # single-threaded wasm), with and without relaxed SIMD (its kernels compile only there), and the
@@ -132,14 +150,19 @@ step_fuzz() {
     "$root/scripts/fuzz.sh" --seconds "${FUZZ_SECONDS:-30}"
 }
 
-ALL_STEPS=(models fmt clippy wasm-clippy browser e2e test aarch64 fuzz)
-steps=("$@")
+ALL_STEPS=(models fmt history clippy wasm-clippy browser e2e test aarch64 fuzz)
+QUICK_STEPS=(models fmt history unit kernels smoke)
+steps=()
+for s in "$@"; do
+  if [ "$s" = quick ]; then steps+=("${QUICK_STEPS[@]}"); else steps+=("$s"); fi
+done
 [ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
 
 for s in "${steps[@]}"; do
   case "$s" in
-    models | fmt | clippy | wasm-clippy | browser | e2e | test | aarch64 | fuzz) ;;
-    *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]})" >&2; exit 2 ;;
+    models | fmt | history | clippy | wasm-clippy | browser | e2e | test | aarch64 | fuzz) ;;
+    unit | kernels | smoke) ;;
+    *) echo "test.sh: unknown step '$s' (steps: ${ALL_STEPS[*]}; quick: ${QUICK_STEPS[*]})" >&2; exit 2 ;;
   esac
 done
 
