@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # runahead's CPU engine next to llama.cpp's CPU backend on the same GGUF, same machine, same
-# thread counts, in one run (ratios are what counts on a noisy machine: BENCHMARKS.md).
+# thread counts, in one run (ratios are what counts on a noisy machine: BENCHMARKS.md,
+# "Native CPU engine vs llama.cpp").
 #
 #   scripts/bench-llama-cpp.sh [MODEL.gguf ...]      # default: SmolLM2 and Qwen2.5-Coder-0.5B
 #   BUILD_ONLY=1 scripts/bench-llama-cpp.sh          # fetch and build llama.cpp, measure nothing

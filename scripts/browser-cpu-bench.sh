@@ -2,7 +2,7 @@
 # Decode tokens/s of runahead's CPU engine in headless Chromium (WebGPU off; one thread, or
 # BENCH_THREADS=N for 1 and N threads on a cross-origin isolated page)
 # against wllama on the same GGUF, runs alternating in one session; prints JSON with the
-# medians and their ratio (BENCHMARKS.md records the results).
+# medians and their ratio (BENCHMARKS.md, "In the browser vs wllama", records the results).
 #
 #   scripts/fetch-browser-bench.sh        # once: wllama + playwright-core (bench/browser)
 #   scripts/wasm.sh pkg                   # the package's wasm (release)

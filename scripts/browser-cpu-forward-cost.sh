@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU engine's cost per forward of each block size in headless Chromium (WebGPU off, the
 # package's release wasm): what a verification block costs next to a decoding step in the page.
-# Prints JSON and a markdown table (BENCHMARKS.md records the results).
+# Prints JSON and a markdown table (BENCHMARKS.md, "Host cost per forward",
+# records the results).
 #
 #   scripts/wasm.sh pkg                           # the package's wasm (both builds)
 #   scripts/browser-cpu-forward-cost.sh           # BENCH_MODEL, BENCH_ROWS, BENCH_REPS,

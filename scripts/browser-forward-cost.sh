@@ -2,7 +2,7 @@
 # The GPU engine's cost per forward in headless Chromium (SwiftShader WebGPU, the package's
 # release wasm) next to the native engine (`runahead bench --backends gpu`, lavapipe) in one run:
 # dispatches, encode+submit and wait ms, wasm -> JS calls. Writes bench-out/forward-cost/
-# forward-cost.{json,md} (BENCHMARKS.md records the results).
+# forward-cost.{json,md} (BENCHMARKS.md, "Host cost per forward", records the results).
 #
 #   scripts/wasm.sh pkg                                # the package's wasm (release)
 #   cargo build --release -p runahead-cli              # the native engine

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Speculative vs plain decoding in headless Chromium through the npm package (release wasm,
-# worker engine), per prompt and drafter; prints JSON (BENCHMARKS.md records the results).
+# worker engine), per prompt and drafter; prints JSON (BENCHMARKS.md,
+# "Speculative decoding by suite", records the results).
 #
 #   scripts/wasm.sh pkg                   # the package's wasm (release), if not built
 #   scripts/browser-spec-bench.sh         # BENCH_MODEL, BENCH_TOKENS, BENCH_BACKEND, BENCH_DRAFTERS

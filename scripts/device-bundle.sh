@@ -5,7 +5,7 @@
 # test binaries, stripped and gzipped; the model split in pieces; the prompt sets (ShareGPT cut
 # to its first 6 MB: the suites take the first eligible records in file order, so the cut gives
 # the same prompts); the Vulkan loader and glvnd packages (what the NVIDIA driver's Vulkan needed
-# on the H200 machines of sessions 23 and 30); and `run.sh`, which puts it together there.
+# on the H200 machines it has run on); and `run.sh`, which puts it together there.
 #
 #   scripts/device-bundle.sh OUT [MODEL]     # MODEL: default models/SmolLM2-135M-Instruct.Q4_1.gguf
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark in one command, for a machine with a real GPU and no registry access: it
 # runs a prebuilt release binary on a model file (both carried to the machine, see
-# BENCHMARKS.md, "GPU benchmark on a real GPU") and writes JSON and a markdown table of plain
+# BENCHMARKS.md, "GPU engine") and writes JSON and a markdown table of plain
 # and speculative tokens/s per suite and kernel shape, the host cost per forward, and the
 # per-kernel profile of a decoding forward.
 #

@@ -9,7 +9,7 @@
 // Not compared with the native CPU engine (`--backend cpu`): its kernels give the same bits
 // in wasm, but its exp/sin/cos/powf are the platform's (glibc natively, Rust's libm port in
 // wasm), which differ in the last bit now and then; on this prompt the native engine
-// meets a near tie at the sixth token and takes the other branch (README, "The CPU engine").
+// meets a near tie at the sixth token and takes the other branch (docs/cpu-engine.md).
 //
 //   scripts/test.sh e2e      (builds the CLI and pkg/wasm, runs npm ci, then this file)
 //
@@ -28,8 +28,8 @@ const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 // A prompt whose continuation is determined: the CPU engine rounds activations to 8 bits, so its
 // greedy text is the f32 reference's wherever the reference's top two are clearly apart (the native
 // tests compare them teacher-forced, by that rule), and a free continuation meets a near tie
-// within 16 tokens (" Paris.\n\nThe" then "answer" or "United": the CPU engine's choice moved
-// when session 20 summed its products per block).
+// within 16 tokens (" Paris.\n\nThe" then "answer" or "United": which one the CPU engine takes
+// depends on the order its products are summed in, per block).
 const PROMPT = 'The first ten prime numbers are 2, 3, 5,';
 const MAX_TOKENS = 16;
 // Copying its own list is what the drafters exist for.

@@ -7,7 +7,7 @@
 // thread (`worker: false`) and a threaded build that fails to load fall back to one thread and
 // say why in info(). The GPU engine (on
 // SwiftShader) runs in the threaded build as in the other. Decode speed on one and two threads,
-// same page, is printed (README, "The CPU engine").
+// same page, is printed (docs/cpu-engine.md).
 //
 //   scripts/test.sh e2e      (builds the CLI, pkg/wasm and pkg/wasm-threads, then the files here)
 //
@@ -28,8 +28,8 @@ const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 // A prompt whose continuation is determined: the CPU engine rounds activations to 8 bits, so its
 // greedy text is the f32 reference's wherever the reference's top two are clearly apart (the native
 // tests compare them teacher-forced, by that rule), and a free continuation meets a near tie
-// within 16 tokens (" Paris.\n\nThe" then "answer" or "United": the CPU engine's choice moved
-// when session 20 summed its products per block).
+// within 16 tokens (" Paris.\n\nThe" then "answer" or "United": which one the CPU engine takes
+// depends on the order its products are summed in, per block).
 const PROMPT = 'The first ten prime numbers are 2, 3, 5,';
 const MAX_TOKENS = 16;
 const BENCH_TOKENS = Number(process.env.THREADS_BENCH_TOKENS ?? 32);

@@ -212,7 +212,7 @@ fn products(
     };
     // Each thread walks its own contiguous share of the units in order, so its weight reads
     // are one sequential stream the hardware prefetches (units dealt out one by one from a
-    // shared queue left every thread a stream broken every few kilobytes: two threads decoded
+    // shared queue leave every thread a stream broken every few kilobytes: two threads decode
     // SmolLM2 only 5% faster than one); a thread that finishes its share takes what is left
     // of the others', so a thread slowed or absent on a busy machine delays nobody.
     let shares = team.threads().min(units.len());
@@ -279,7 +279,7 @@ const CHUNK_BYTES: usize = 64 << 10;
 
 /// Rows per unit of work: few enough to stay in cache, and several units per thread, since
 /// one unit per thread would leave a thread idle when another is slowed (a busy machine);
-/// each unit costs a turn of a shared cursor. Four a thread: eight made a one-row SmolLM2
+/// each unit costs a turn of a shared cursor. Four a thread: eight make a one-row SmolLM2
 /// forward 13-18% slower on eight threads of a 16-core Xeon, and 0-5% on two here.
 fn chunk_rows(w: &Matrix, threads: usize) -> usize {
     let by_cache = (CHUNK_BYTES / w.row_bytes()).max(1);

@@ -67,7 +67,7 @@ pub fn max_of(x: &[f32]) -> f32 {
 
 /// The softmax's last steps: each exponential times the inverse of their sum (summed in order).
 /// (The sum is a pass of its own, in the reference's order: summed beside each call to `exp`,
-/// its chain of adds was spilled around every call, which cost more than the exponentials at
+/// its chain of adds is spilled around every call, which costs more than the exponentials at
 /// long contexts.)
 pub fn normalize(x: &mut [f32]) {
     let sum = x.iter().fold(0f32, |sum, &v| sum + v);

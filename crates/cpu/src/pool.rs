@@ -375,7 +375,7 @@ mod tests {
     /// The handshake itself, raced round after round: a caller that closes a step and sees no
     /// worker in it, and a worker in it that saw the step open, never both. The pool's other
     /// tests catch a break only now and then: with a release store in `close_step` this one
-    /// failed natively in every run (7-14 of 20,000 rounds on x86-64).
+    /// fails natively in every run (7-14 of 20,000 rounds on x86-64).
     #[test]
     fn a_closed_step_and_a_joining_worker_always_see_each_other() {
         const ROUNDS: usize = 20_000;

@@ -3,8 +3,8 @@
 //! compactions. CI runs 1,000 tokens per retrieval drafter and 300 with draft models: lavapipe
 //! leaks several MB of host memory per multi-token forward (tests/memory.rs), so a 10,000-token
 //! soak there would need tens of GB. On a real GPU, `RUNAHEAD_SOAK_TOKENS=10000` runs the long
-//! soak with every drafter (README, "Bad input", for the H100 run; the CPU reference runs it in
-//! CI: crates/speculate/tests/soak.rs).
+//! soak with every drafter (docs/testing.md; the CPU reference runs it in CI:
+//! crates/speculate/tests/soak.rs).
 
 mod common;
 

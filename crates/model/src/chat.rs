@@ -338,7 +338,7 @@ mod tests {
     }
 
     /// Found by fuzzing: minijinja 2.24 indexed out of bounds (a panic, which aborts the page)
-    /// slicing an empty string backwards. Backward slices now follow Python's.
+    /// slicing an empty string backwards. Backward slices follow Python's.
     #[test]
     fn slicing_backwards_never_panics() {
         let source = "{{ ''[::-1] }}|{{ messages[0].content[::-1] }}|{{ 'abc'[::-1] }}|\
@@ -350,7 +350,7 @@ mod tests {
 
     /// Operations that do all their work in one step, each of which exhausted memory (minijinja
     /// 2.24) or ran for 9 to 50 s over gigabytes (3.1's own `join` and `tojson`) before
-    /// minijinja 3's data-aware fuel and the bounded `join` and `tojson`. Each must now fail,
+    /// minijinja 3's data-aware fuel and the bounded `join` and `tojson`. Each must fail,
     /// and quickly.
     #[test]
     fn one_step_amplifiers_are_bounded() {

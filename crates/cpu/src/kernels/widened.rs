@@ -32,7 +32,7 @@ fn first(count: usize) -> Cow<'static, [usize]> {
 /// value loaded (or converted, [`Kernels::reads_kv_direct`]) once for all of them: three pairs'
 /// accumulators (eight 512-bit registers each for the scores) fill the 32 registers. (A unit of
 /// attention reads the f16 cache directly in at most two passes, `MOST_DIRECT_PASSES` in
-/// `attention.rs`: each pass converts the keys and values again, and three were slower than
+/// `attention.rs`: each pass converts the keys and values again, and three are slower than
 /// one widened copy.)
 pub const PAIRS_A_PASS: usize = 3;
 

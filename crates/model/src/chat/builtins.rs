@@ -301,7 +301,7 @@ pub(super) fn namespace(
 /// Empties every namespace the render on this thread created. `{% set ns.me = ns %}` makes a
 /// reference cycle that minijinja (3.1) never frees (it breaks the cycles of macro closures, not
 /// of namespaces), so each render would leak what the namespace holds: up to the fuel's
-/// 128 MB. The namespace guard now refuses such an assignment; this stays as a second line, at
+/// 128 MB. The namespace guard refuses such an assignment; this stays as a second line, at
 /// the cost of a tiny render per namespace attribute. Every cycle passes through an attribute set by `{% set ns.name = ... %}` after the
 /// namespace was made, and `name` is an identifier, so setting each identifier-named attribute
 /// to none breaks them all; namespaces can only be assigned to from a template, hence the tiny

@@ -55,10 +55,10 @@ pub(crate) fn lanes(v: __m256) -> [f32; 8] {
 
 /// How far ahead of the weights it multiplies a tile asks for them. A tile of several rows
 /// takes long enough per byte that the hardware's own prefetch falls behind the stream (a
-/// model's output matrix, read once a forward from memory, took a third longer without); and
-/// a one-row product, once its decoding got fast, streams faster than the hardware's prefetch
-/// keeps up with (SmolLM2's one-row forward 18% faster on one thread with it, the Qwen 0.5B's
-/// 10% on two: BENCHMARKS.md, session 25).
+/// model's output matrix, read once a forward from memory, takes a third longer without); and
+/// a one-row product streams faster than the hardware's prefetch keeps up with (SmolLM2's
+/// one-row forward is 18% faster on one thread with it, the Qwen 0.5B's 10% on two:
+/// BENCHMARKS.md, "Native CPU engine vs llama.cpp").
 const PREFETCH_AHEAD: usize = 4096;
 
 /// Asks for the cache lines of the `bytes` bytes at [`PREFETCH_AHEAD`] past `at` (a hint: an

@@ -367,8 +367,8 @@ macro_rules! tile_kernel {
                     // every row.)
                     let (mut acc, mut macc2, mut macc1) = if c0 > 0 { paused[r] } else { zeros };
                     // The pairs a tile of T rows leaves unused, zeros whatever they held: carried
-                    // between rows, they were copied through memory row after row, by 64-byte
-                    // moves that split a line and stalled every weight row (two-row tiles
+                    // between rows, they would be copied through memory row after row, by
+                    // 64-byte moves that split a line and stall every weight row (two-row tiles
                     // ~20% slower).
                     for m in macc2.iter_mut().skip(T / 2) {
                         *m = _mm256_setzero_ps();

@@ -133,7 +133,7 @@ pub(super) fn span_sums<const F: u8>(
 
 /// [`span_sums`] with VNNI, before the offset of [`offset_shift_vnni`] (`u`:
 /// [`unsigned_weights_vnni`]): eight `vpdpbusd` in two chains of four (one chain of eight
-/// kept an eight-row tile waiting on it: 10-20% slower).
+/// keeps an eight-row tile waiting on it: 10-20% slower).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) fn span_sums_vnni<const F: u8>(
