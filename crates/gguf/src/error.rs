@@ -74,3 +74,14 @@ pub enum GgufError {
     #[error("{0}")]
     Io(String),
 }
+
+impl GgufError {
+    /// For [`GgufError::Truncated`]: how many bytes from the file's start the part that was cut
+    /// off needs at least (a header read from a prefix of the file: read at least this many).
+    pub fn bytes_needed(&self) -> Option<u64> {
+        match self {
+            GgufError::Truncated { offset, needed, .. } => Some(offset.saturating_add(*needed)),
+            _ => None,
+        }
+    }
+}

@@ -66,6 +66,19 @@ impl Gguf {
     /// a header that would take more is [`GgufError::HeaderTooLarge`], found before the
     /// allocation that would exceed it.
     pub fn parse_with_budget(bytes: &[u8], budget: u64) -> Result<Gguf> {
+        Self::parse_inner(bytes, bytes.len() as u64, budget)
+    }
+
+    /// Parses the header from the first bytes of a file of `file_len` bytes (every tensor must
+    /// lie inside `file_len`; `u64::MAX` when the size is unknown), within
+    /// [`DEFAULT_HEADER_BUDGET`]: for describing a file before its tensor data is read. A prefix
+    /// that ends inside the header is [`GgufError::Truncated`], whose `offset + needed` is a
+    /// lower bound of the header's length (see [`GgufError::bytes_needed`]).
+    pub fn parse_prefix(prefix: &[u8], file_len: u64) -> Result<Gguf> {
+        Self::parse_inner(prefix, file_len, DEFAULT_HEADER_BUDGET)
+    }
+
+    fn parse_inner(bytes: &[u8], file_len: u64, budget: u64) -> Result<Gguf> {
         let mut r = Reader {
             bytes,
             pos: 0,
@@ -127,7 +140,6 @@ impl Gguf {
         }
 
         let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
-        let file_len = bytes.len() as u64;
         let data_len = file_len.saturating_sub(data_offset);
         for t in &tensors {
             if t.offset % alignment != 0 {
