@@ -402,13 +402,19 @@ fn a_header_parses_from_a_prefix_of_the_file() {
     let end = (0..=header)
         .find(|&cut| Gguf::parse_prefix(&bytes[..cut], len).is_ok())
         .unwrap();
-    assert!(end as u64 + whole.alignment > header as u64, "{end} {header}");
+    assert!(
+        end as u64 + whole.alignment > header as u64,
+        "{end} {header}"
+    );
     // Every shorter prefix asks for more than it has, never for more than the header: growing
     // a prefix to what it asks for reaches the header in finite steps.
     for cut in 0..end {
         let err = Gguf::parse_prefix(&bytes[..cut], len).unwrap_err();
         let needed = err.bytes_needed().unwrap_or_else(|| panic!("{cut}: {err}"));
-        assert!(needed > cut as u64 && needed <= end as u64, "{cut}: {needed}");
+        assert!(
+            needed > cut as u64 && needed <= end as u64,
+            "{cut}: {needed}"
+        );
     }
     // The header alone describes the file as the whole file does.
     let prefix = Gguf::parse_prefix(&bytes[..end], len).unwrap();
@@ -417,7 +423,12 @@ fn a_header_parses_from_a_prefix_of_the_file() {
     assert_eq!(prefix.metadata.len(), whole.metadata.len());
     assert!(Gguf::parse_prefix(&bytes[..header], u64::MAX).is_ok());
     // A file too short for its tensors is refused from its header alone.
-    let last = whole.tensors.iter().map(|t| t.offset + t.size).max().unwrap();
+    let last = whole
+        .tensors
+        .iter()
+        .map(|t| t.offset + t.size)
+        .max()
+        .unwrap();
     assert!(Gguf::parse_prefix(&bytes[..header], header as u64 + last).is_ok());
     assert!(matches!(
         Gguf::parse_prefix(&bytes[..header], header as u64 + last - 1),
