@@ -1,54 +1,25 @@
 // The chat API of a loaded model: `model.chat(messages, options)` (a Generation, as `generate`
-// gives) and the OpenAI-shaped `model.chat.completions.create({messages, stream, ...})`, built on
-// the public `generate` method only. The engine keeps the previous turn's tokens in its cache,
-// so a follow-up turn (the conversation sent again with the answer appended) prefills only what
-// is new: `usage.prompt_tokens_details.cached_tokens` says how much was reused.
+// gives) and `model.chat.completions.create(body, {signal})`, which keeps the OpenAI SDK's
+// contract (README.md, "Porting from the OpenAI SDK"), built on the public `generate` method
+// only. The engine keeps the previous turn's tokens in its cache, so a follow-up turn (the
+// conversation sent again with the answer appended) prefills only what is new:
+// `usage.prompt_tokens_details.cached_tokens` says how much was reused.
 
-import { RunaheadError } from './errors.js';
+import { RunaheadError, abortError, toRunaheadError } from './errors.js';
+import { conversation, requestOptions } from './request.js';
 
-// OpenAI's request fields this layer understands, with runahead's own extensions.
-const REQUEST_FIELDS = new Set([
-  'messages', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed',
-  'stop', 'signal', 'model', 'n', 'top_k', 'draft', 'depth',
-]);
-
+// OpenAI's finish_reason for each of the engine's stop reasons (the engine's own is kept in
+// the response's `runahead.stop_reason`).
 const FINISH_REASONS = {
   end_of_text: 'stop',
   stop: 'stop',
+  cancelled: 'stop',
   max_tokens: 'length',
   context_full: 'length',
-  cancelled: 'cancelled',
 };
 
-function invalid(message) {
-  return new RunaheadError('invalid_option', message);
-}
-
-function checkMessages(messages) {
-  if (!Array.isArray(messages)) {
-    throw new RunaheadError('invalid_messages', 'messages must be an array of {role, content}');
-  }
-}
-
-// The `generate` options of a chat.completions request.
-function generateOptions(request) {
-  for (const key of Object.keys(request)) {
-    if (!REQUEST_FIELDS.has(key)) throw invalid(`chat.completions.create: unknown field '${key}'`);
-  }
-  if (request.n !== undefined && request.n !== 1) throw invalid('n: only 1 choice is generated');
-  const stop = request.stop;
-  const options = {
-    maxTokens: request.max_completion_tokens ?? request.max_tokens,
-    temperature: request.temperature,
-    topP: request.top_p,
-    topK: request.top_k,
-    seed: request.seed,
-    draft: request.draft,
-    depth: request.depth,
-    stop: stop === undefined || stop === null ? undefined : Array.isArray(stop) ? stop : [stop],
-    signal: request.signal,
-  };
-  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+function finishReason(stats) {
+  return FINISH_REASONS[stats.stop_reason] ?? 'stop';
 }
 
 function usage(stats) {
@@ -60,9 +31,16 @@ function usage(stats) {
   };
 }
 
-// The non-OpenAI part of a response: the engine's statistics and where each token came from.
-function extension(result) {
-  return { stats: result.stats, provenance: result.provenance, tokens: result.tokens };
+// The non-OpenAI part of a response: why it stopped, the seed it sampled with, the engine's
+// statistics and where each token came from.
+function extension(result, seed) {
+  return {
+    stop_reason: result.stats.stop_reason,
+    seed,
+    stats: result.stats,
+    provenance: result.provenance,
+    tokens: result.tokens,
+  };
 }
 
 function header(model) {
@@ -70,53 +48,147 @@ function header(model) {
   return { id, created: Math.floor(Date.now() / 1000), model: model.info().name ?? 'runahead' };
 }
 
-async function* chunks(generation, head) {
-  const chunk = (delta, finishReason, extra) => ({
-    ...head,
-    object: 'chat.completion.chunk',
-    choices: [{ index: 0, delta, finish_reason: finishReason }],
-    ...extra,
-  });
-  yield chunk({ role: 'assistant', content: '' }, null);
-  for await (const { text } of generation) {
-    if (text) yield chunk({ content: text }, null);
+// Engine errors name the option they are about first ("draft: ...", "stop: ..."): the request
+// field it came from is the error's `param`.
+const PARAMS = { draft: 'draft', depth: 'depth', stop: 'stop', temperature: 'temperature', 'top-p': 'top_p' };
+
+function requestError(e) {
+  const error = toRunaheadError(e);
+  if (error.param === null && error.status === 400) {
+    const name = /^([a-z-]+):/.exec(error.message)?.[1];
+    if (name in PARAMS) error.param = PARAMS[name];
+    else if (error.code === 'invalid_messages' || error.code === 'chat_template') error.param = 'messages';
   }
-  const result = await generation.result;
-  yield chunk({}, FINISH_REASONS[result.stats.stop_reason] ?? 'stop', {
-    usage: usage(result.stats),
-    runahead: extension(result),
-  });
+  return error;
 }
 
-async function create(model, request) {
-  if (request === null || typeof request !== 'object') {
-    throw invalid('chat.completions.create takes a request object');
-  }
-  checkMessages(request.messages);
-  const options = generateOptions(request);
-  const generation = model.generate(request.messages, options);
-  const head = header(model);
-  if (request.stream) return chunks(generation, head);
-  const result = await generation.result;
-  return {
-    ...head,
-    object: 'chat.completion',
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: result.text },
-      finish_reason: FINISH_REASONS[result.stats.stop_reason] ?? 'stop',
-    }],
-    usage: usage(result.stats),
-    runahead: extension(result),
+// One AbortController per request: aborted by the caller's signals (the `signal` of
+// create's options, or runahead's `signal` field) and by `stream.controller.abort()`.
+function controllerFor(signals) {
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  for (const s of signals) s.addEventListener('abort', abort, { once: true });
+  const release = () => {
+    for (const s of signals) s.removeEventListener('abort', abort);
   };
+  return { controller, release };
+}
+
+/**
+ * What `create({stream: true})` resolves to: an async iterable of chat.completion.chunk
+ * objects, as the SDK's Stream is, with its `controller` (aborting it cancels the
+ * generation). Leaving a `for await` loop over it early (break, return, throw) cancels the
+ * generation and waits until the engine is free, so the next request is not refused as busy.
+ */
+class ChatCompletionStream {
+  #chunks;
+
+  constructor(chunks, controller) {
+    this.#chunks = chunks;
+    /** Aborting it stops the generation after the token being verified. */
+    this.controller = controller;
+  }
+
+  [Symbol.asyncIterator]() {
+    const chunks = this.#chunks;
+    if (chunks === null) throw new RunaheadError('invalid_option', 'this stream was iterated already');
+    this.#chunks = null;
+    return chunks;
+  }
+}
+
+async function* streamChunks({ generation, iterator, first, head, includeUsage, seed, release }) {
+  const chunk = (delta, finish) => ({
+    ...head,
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    ...(includeUsage ? { usage: null } : {}),
+  });
+  let finished = false;
+  try {
+    yield chunk({ role: 'assistant', content: '', refusal: null }, null);
+    for (let step = first; !step.done; step = await iterator.next()) {
+      if (step.value.text) yield chunk({ content: step.value.text }, null);
+    }
+    const result = await generation.result;
+    finished = true;
+    yield { ...chunk({}, finishReason(result.stats)), runahead: extension(result, seed) };
+    if (includeUsage) {
+      yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(result.stats) };
+    }
+  } finally {
+    if (!finished) {
+      // The consumer left the loop (or the generation failed): stop generating and wait
+      // for the engine to be free.
+      generation.cancel();
+      await iterator.return?.();
+      await generation.result.catch(() => {});
+    }
+    release();
+  }
+}
+
+async function create(model, body, requestOptionsArg) {
+  const { messages, options, stream, includeUsage, seed, signal: bodySignal } = requestOptions(body, model.info());
+  const signals = [requestOptionsArg?.signal, bodySignal].filter((s) => s !== undefined && s !== null);
+  for (const s of signals) {
+    if (typeof s?.addEventListener !== 'function') {
+      throw new RunaheadError('invalid_option', 'signal must be an AbortSignal', { param: 'signal' });
+    }
+  }
+  if (signals.some((s) => s.aborted)) throw abortError('the request');
+  if (model.busy) {
+    throw new RunaheadError('busy', 'a generation is already running: await it or cancel it first');
+  }
+  const { controller, release } = controllerFor(signals);
+  const generation = model.generate(messages, { ...options, signal: controller.signal });
+  const head = header(model);
+  if (!stream) {
+    let result;
+    try {
+      result = await generation.result;
+    } catch (e) {
+      throw requestError(e);
+    } finally {
+      release();
+    }
+    if (result.stats.stop_reason === 'cancelled') throw abortError('the request');
+    return {
+      ...head,
+      object: 'chat.completion',
+      choices: [{
+        index: 0,
+        message: { role: 'assistant', content: result.text, refusal: null },
+        logprobs: null,
+        finish_reason: finishReason(result.stats),
+      }],
+      usage: usage(result.stats),
+      runahead: extension(result, seed),
+    };
+  }
+  // The stream is handed over once the first token is out, so whatever fails before it (a
+  // bad value, the chat template, a prompt too long, a busy engine) rejects create() itself.
+  const iterator = generation[Symbol.asyncIterator]();
+  let first;
+  try {
+    first = await iterator.next();
+  } catch (e) {
+    release();
+    throw requestError(e);
+  }
+  if (controller.signal.aborted) {
+    await iterator.return?.();
+    await generation.result.catch(() => {});
+    release();
+    throw abortError('the request');
+  }
+  const chunks = streamChunks({ generation, iterator, first, head, includeUsage, seed, release });
+  return new ChatCompletionStream(chunks, controller);
 }
 
 /** `model.chat`: a function of `(messages, options)` with `completions.create` attached. */
 export function createChat(model) {
-  const chat = (messages, options = {}) => {
-    checkMessages(messages);
-    return model.generate(messages, options);
-  };
-  chat.completions = { create: (request) => create(model, request) };
+  const chat = (messages, options = {}) => model.generate(conversation(messages), options);
+  chat.completions = { create: (body, options) => create(model, body, options) };
   return chat;
 }

@@ -29,6 +29,13 @@ export type RunaheadErrorCode =
 export class RunaheadError extends Error {
   readonly name: 'RunaheadError';
   readonly code: RunaheadErrorCode;
+  /**
+   * The HTTP status an OpenAI-compatible server would answer with, as the SDK's `APIError`
+   * has it: 400 for an error in the request, 429 for `busy`, none for `cancelled`, 500 else.
+   */
+  readonly status: 400 | 429 | 500 | undefined;
+  /** The request field at fault (`"temperature"`, `"messages[2].content"`), or null. */
+  param: string | null;
 }
 
 /**
@@ -311,34 +318,215 @@ export interface DraftModelInfo {
   tensorTypes: Record<string, number>;
 }
 
-/** One message of a conversation. */
+/**
+ * One message as the engine reads it (`generate(messages)`), rendered by the model's chat
+ * template: `name`, an assistant's `tool_calls` and a tool result's `tool_call_id` are passed
+ * to the template as given (HF templates read `tool_calls[i].function.arguments` as an object).
+ */
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant';
+  role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  name?: string;
+  tool_calls?: readonly unknown[];
+  tool_call_id?: string;
 }
 
-/** `model.chat.completions.create` request (OpenAI's fields, plus runahead's top_k, draft, depth). */
-export interface ChatCompletionRequest {
-  messages: ChatMessage[];
-  stream?: boolean;
-  max_tokens?: number;
-  max_completion_tokens?: number;
-  temperature?: number;
-  top_p?: number;
-  seed?: number;
-  stop?: string | string[];
-  signal?: AbortSignal;
-  /** Ignored (the loaded model answers). */
+// The OpenAI SDK's shapes, as `chat` and `chat.completions.create` read them: a value typed
+// with the SDK's own types (`ChatCompletionMessageParam`, `ChatCompletionCreateParams`) is
+// assignable to these, and a `ChatCompletion` / `ChatCompletionChunk` of this package to the
+// SDK's (tests/openai-types checks both against the real `openai` types). README.md, "Porting
+// from the OpenAI SDK", says what each field does here.
+
+export interface ChatCompletionContentPartText {
+  type: 'text';
+  text: string;
+}
+
+/** In an earlier assistant message: read as its text. */
+export interface ChatCompletionContentPartRefusal {
+  type: 'refusal';
+  refusal: string;
+}
+
+/** Image, audio and file parts: refused with `invalid_messages` (the model reads text). */
+export interface ChatCompletionContentPartOther {
+  type: 'image_url' | 'input_audio' | 'file';
+  image_url?: unknown;
+  input_audio?: unknown;
+  file?: unknown;
+}
+
+/** Text parts are joined with newlines. */
+export type ChatCompletionTextContent = string | readonly ChatCompletionContentPartText[];
+
+/** `developer` is read as `system`. */
+export interface ChatCompletionSystemMessageParam {
+  role: 'system' | 'developer';
+  content: ChatCompletionTextContent;
+  name?: string;
+}
+
+export interface ChatCompletionUserMessageParam {
+  role: 'user';
+  content: string | readonly (ChatCompletionContentPartText | ChatCompletionContentPartOther)[];
+  name?: string;
+}
+
+/** A function tool call of an earlier assistant turn (`custom` ones are refused). */
+export type ChatCompletionMessageToolCall =
+  | { id: string; type: 'function'; function: { name: string; arguments: string } }
+  | { id: string; type: 'custom'; custom: { name: string; input: string } };
+
+export interface ChatCompletionAssistantMessageParam {
+  role: 'assistant';
+  /** null or absent: '' (or `refusal`, when given). */
+  content?: string | readonly (ChatCompletionContentPartText | ChatCompletionContentPartRefusal)[] | null;
+  name?: string;
+  refusal?: string | null;
+  /** Passed to the chat template, `function.arguments` parsed from JSON into an object. */
+  tool_calls?: readonly ChatCompletionMessageToolCall[];
+  /** Refused when set (deprecated by OpenAI: use `tool_calls`). */
+  function_call?: unknown;
+  /** Refused when set (an earlier audio answer cannot be read back). */
+  audio?: unknown;
+}
+
+/** A tool's result, passed to the chat template with its `tool_call_id`. */
+export interface ChatCompletionToolMessageParam {
+  role: 'tool';
+  content: ChatCompletionTextContent;
+  tool_call_id: string;
+}
+
+/** Refused (`invalid_messages`): OpenAI's deprecated function role; send a `tool` message. */
+export interface ChatCompletionFunctionMessageParam {
+  role: 'function';
+  content: string | null;
+  name: string;
+}
+
+export type ChatCompletionMessageParam =
+  | ChatCompletionSystemMessageParam
+  | ChatCompletionUserMessageParam
+  | ChatCompletionAssistantMessageParam
+  | ChatCompletionToolMessageParam
+  | ChatCompletionFunctionMessageParam;
+
+/**
+ * `model.chat.completions.create` request: every field of the OpenAI SDK's
+ * `ChatCompletionCreateParams`, and runahead's `top_k`, `draft`, `depth` and `signal`. `null`
+ * means unset, and a key set to `undefined` is absent.
+ */
+export interface ChatCompletionCreateParamsBase {
+  messages: readonly ChatCompletionMessageParam[];
+  /** Ignored: the loaded model answers (the response's `model` names it). */
   model?: string;
+  stream?: boolean | null;
+  /** `include_usage`: a last chunk with `choices: []` and the usage; `include_obfuscation` is ignored. */
+  stream_options?: { include_usage?: boolean; include_obfuscation?: boolean } | null;
+  /** Default: no limit but the context's (as OpenAI's). */
+  max_completion_tokens?: number | null;
+  /** Same as max_completion_tokens, which wins when both are set. */
+  max_tokens?: number | null;
+  /** 0 to 2, default 1 (as OpenAI's; `generate`'s default is 0). 0 is greedy. */
+  temperature?: number | null;
+  /** 0 to 1, default 1; 0 keeps only the most likely token. */
+  top_p?: number | null;
+  /** Any safe integer; default a fresh random seed per request (`runahead.seed` says which). */
+  seed?: number | null;
+  /** At most 16 strings of 1 to 256 bytes. */
+  stop?: string | readonly string[] | null;
   /** Only 1. */
-  n?: 1;
+  n?: number | null;
+
+  /** Accepted and ignored (nothing leaves the page). */
+  user?: string;
+  /** Accepted and ignored (nothing is stored). */
+  store?: boolean | null;
+  /** Accepted and ignored. */
+  metadata?: Record<string, string> | null;
+  /** Accepted and ignored. */
+  service_tier?: string | null;
+  /** Accepted and ignored. */
+  safety_identifier?: string | null;
+  /** Accepted and ignored (the engine reuses a shared prompt prefix by itself). */
+  prompt_cache_key?: string | null;
+  /** Accepted and ignored. */
+  prompt_cache_options?: unknown;
+  /** Accepted and ignored. */
+  prompt_cache_retention?: string | null;
+  /** Accepted and ignored (no tools are called). */
+  parallel_tool_calls?: boolean;
+  /** Accepted and ignored: a latency hint, the text is the same without it. */
+  prediction?: unknown;
+
+  /** Refused unless ['text']: only text is generated. */
+  modalities?: readonly ('text' | 'audio')[] | null;
+  /** Refused when set: no audio output. */
+  audio?: unknown;
+  /** Refused unless 0. */
+  frequency_penalty?: number | null;
+  /** Refused unless 0. */
+  presence_penalty?: number | null;
+  /** Refused unless empty. */
+  logit_bias?: Record<string, number> | null;
+  /** Refused unless false. */
+  logprobs?: boolean | null;
+  /** Refused unless 0. */
+  top_logprobs?: number | null;
+  /** Refused unless {type: 'text'}. */
+  response_format?: { type: 'text' | 'json_object' | 'json_schema'; json_schema?: unknown };
+  /** Refused unless empty. */
+  tools?: readonly unknown[];
+  /** Refused unless 'none' or 'auto'. */
+  tool_choice?: 'none' | 'auto' | 'required' | object;
+  /** Refused unless empty (deprecated by OpenAI). */
+  functions?: readonly unknown[];
+  /** Refused unless 'none' or 'auto' (deprecated by OpenAI). */
+  function_call?: 'none' | 'auto' | { name: string };
+  /** Refused unless 'none'. */
+  reasoning_effort?: string | null;
+  /** Refused when set. */
+  verbosity?: string | null;
+  /** Refused when set. */
+  web_search_options?: unknown;
+  /** Refused when set. */
+  moderation?: unknown;
+
+  /** runahead: 0 (the default) keeps every token. */
   top_k?: number;
+  /** runahead: the drafter (see GenerateOptions); the text is the same with any. */
   draft?: GenerateOptions['draft'];
+  /** runahead: draft tokens verified per step. */
   depth?: GenerateOptions['depth'];
+  /** runahead: as create's `{signal}`. */
+  signal?: AbortSignal;
 }
 
-/** end_of_text and stop give 'stop'; max_tokens and context_full 'length'. */
-export type FinishReason = 'stop' | 'length' | 'cancelled';
+export interface ChatCompletionCreateParamsNonStreaming extends ChatCompletionCreateParamsBase {
+  stream?: false | null;
+}
+
+export interface ChatCompletionCreateParamsStreaming extends ChatCompletionCreateParamsBase {
+  stream: true;
+}
+
+export type ChatCompletionCreateParams = ChatCompletionCreateParamsNonStreaming | ChatCompletionCreateParamsStreaming;
+
+/** The former name of ChatCompletionCreateParams. */
+export type ChatCompletionRequest = ChatCompletionCreateParams;
+
+/** create's second argument, as the SDK's request options (other keys are ignored). */
+export interface ChatCompletionRequestOptions {
+  /** Aborting it cancels the generation: before the response, create() rejects with `cancelled`. */
+  signal?: AbortSignal | null;
+}
+
+/**
+ * OpenAI's values: end_of_text, stop and cancelled give 'stop'; max_tokens and context_full
+ * 'length'. The engine's own reason is `runahead.stop_reason`.
+ */
+export type FinishReason = 'stop' | 'length';
 
 export interface ChatCompletionUsage {
   prompt_tokens: number;
@@ -348,11 +536,28 @@ export interface ChatCompletionUsage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
-/** runahead's extension of a response: the engine's statistics and each token's provenance. */
+/** runahead's extension of a response: why it stopped, the seed, the engine's statistics. */
 export interface RunaheadExtension {
+  /** The engine's stop reason ('cancelled' when the request was aborted mid-stream). */
+  stop_reason: GenerationStats['stop_reason'];
+  /** The seed sampled with (the request's, or the fresh one drawn for it). */
+  seed: number;
   stats: GenerationStats;
   provenance: GenerationResult['provenance'];
   tokens: number[];
+}
+
+export interface ChatCompletionMessage {
+  role: 'assistant';
+  content: string;
+  refusal: null;
+}
+
+export interface ChatCompletionChoice {
+  index: number;
+  message: ChatCompletionMessage;
+  logprobs: null;
+  finish_reason: FinishReason;
 }
 
 export interface ChatCompletion {
@@ -360,9 +565,18 @@ export interface ChatCompletion {
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: [{ index: 0; message: { role: 'assistant'; content: string }; finish_reason: FinishReason }];
+  choices: ChatCompletionChoice[];
   usage: ChatCompletionUsage;
   runahead: RunaheadExtension;
+}
+
+export interface ChatCompletionChunkChoice {
+  index: number;
+  /** The first chunk: `{role: 'assistant', content: '', refusal: null}`; then `{content}`; the last `{}`. */
+  delta: { role?: 'assistant'; content?: string; refusal?: null };
+  logprobs: null;
+  /** null until the last chunk that has a choice. */
+  finish_reason: FinishReason | null;
 }
 
 export interface ChatCompletionChunk {
@@ -370,24 +584,36 @@ export interface ChatCompletionChunk {
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: [{
-    index: 0;
-    delta: { role?: 'assistant'; content?: string };
-    /** null until the last chunk. */
-    finish_reason: FinishReason | null;
-  }];
-  /** On the last chunk only. */
-  usage?: ChatCompletionUsage;
-  /** On the last chunk only. */
+  /** Empty in the usage chunk (`stream_options.include_usage`). */
+  choices: ChatCompletionChunkChoice[];
+  /** With `stream_options.include_usage`: null, but in the last chunk. */
+  usage?: ChatCompletionUsage | null;
+  /** On the chunk with the finish_reason. */
   runahead?: RunaheadExtension;
 }
 
+/**
+ * A streamed completion, as the SDK's Stream: iterate it once with `for await`. Leaving the
+ * loop at any chunk (break, return, throw) cancels the generation and waits until the engine
+ * is free; aborting `controller` stops it after the token being verified (the stream then
+ * ends with `runahead.stop_reason: 'cancelled'`).
+ */
+export interface ChatCompletionStream extends AsyncIterable<ChatCompletionChunk> {
+  readonly controller: AbortController;
+}
+
 export interface Chat {
-  /** `generate` on a conversation. */
-  (messages: ChatMessage[], options?: GenerateOptions): Generation;
+  /** `generate` on a conversation (OpenAI's message shapes are read as create reads them). */
+  (messages: readonly ChatCompletionMessageParam[], options?: GenerateOptions): Generation;
   completions: {
-    create(request: ChatCompletionRequest & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
-    create(request: ChatCompletionRequest & { stream?: false }): Promise<ChatCompletion>;
+    /**
+     * Errors (a bad field, the conversation, a prompt too long, `busy`) reject the returned
+     * promise itself, streamed or not: a stream is handed over once its first token is out.
+     * A request that is aborted before it completes rejects with `cancelled`.
+     */
+    create(body: ChatCompletionCreateParamsStreaming, options?: ChatCompletionRequestOptions): Promise<ChatCompletionStream>;
+    create(body: ChatCompletionCreateParamsNonStreaming, options?: ChatCompletionRequestOptions): Promise<ChatCompletion>;
+    create(body: ChatCompletionCreateParamsBase, options?: ChatCompletionRequestOptions): Promise<ChatCompletionStream | ChatCompletion>;
   };
 }
 
@@ -412,7 +638,7 @@ export class Runahead {
   readonly generating: boolean;
   /** Same as `generating`. */
   readonly busy: boolean;
-  generate(prompt: string | ChatMessage[], options?: GenerateOptions): Generation;
+  generate(prompt: string | readonly ChatMessage[], options?: GenerateOptions): Generation;
   /** `chat(messages, options)`, and the OpenAI-shaped `chat.completions.create`. */
   readonly chat: Chat;
   /** Forgets the suffix drafter's earlier answers, in the engine and in the origin's storage. */

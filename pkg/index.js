@@ -85,8 +85,10 @@ class Generation {
       }
       await this.result;
     } finally {
-      // The consumer left the loop early (break, return, throw): stop generating.
+      // The consumer left the loop early (break, return, throw): stop generating, and wait
+      // until the engine is free, so a request right after the loop is not refused as busy.
       this.cancel();
+      await this.result.catch(() => {});
     }
   }
 }

@@ -126,7 +126,7 @@ setup_cargo_fuzz() {
 setup_npm() {
   local name dir stamp
   command -v npm >/dev/null || die "npm missing (apt package npm)"
-  for name in e2e vite-app; do
+  for name in e2e vite-app openai-types; do
     dir=$root/tests/$name
     stamp=$dir/node_modules/.package-lock.json
     if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ]; then

@@ -120,7 +120,7 @@ step_e2e() {
   # (scripts/wasm.sh pkg rebuilds nothing after it), so these tests run what `npm pack` ships;
   # playwright-core, vite and typescript come from the lock files scripts/setup.sh installs.
   local dir
-  for dir in e2e/node_modules/playwright-core vite-app/node_modules/vite; do
+  for dir in e2e/node_modules/playwright-core vite-app/node_modules/vite openai-types/node_modules/openai; do
     if [ ! -d "$root/tests/$dir" ]; then
       echo "test.sh: tests/$dir is missing: run scripts/setup.sh" >&2
       return 1
@@ -135,12 +135,15 @@ step_e2e() {
   # npm pack, the tarball in a Vite app, tsc --noEmit, vite build (seconds); vite-app.test.mjs
   # then runs that build.
   "$root/scripts/vite-app.sh"
+  # The OpenAI SDK's types (pinned in tests/openai-types) against the package's (seconds).
+  (cd "$root/tests/openai-types" && node_modules/.bin/tsc --noEmit -p .)
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test --test-concurrency=1 \
     "$root/tests/e2e/sha256.test.mjs" "$root/tests/e2e/demo.test.mjs" \
     "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
-    "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs"
+    "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs" \
+    "$root/tests/e2e/openai.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_aarch64() { "$root/scripts/aarch64.sh" test; }

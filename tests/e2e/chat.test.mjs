@@ -73,7 +73,7 @@ test('a two-turn chat reuses the first turn and equals a fresh run of the conver
     const out = [];
     for (const [i, question] of questions.entries()) {
       messages.push({ role: 'user', content: question });
-      const request = { messages, max_tokens: maxTokens, stop: '\n' };
+      const request = { messages, max_tokens: maxTokens, stop: '\n', temperature: 0 };
       if (i === 0) {
         // Not streamed: one chat.completion object.
         const c = await window.model.chat.completions.create(request);
@@ -81,16 +81,18 @@ test('a two-turn chat reuses the first turn and equals a fresh run of the conver
           finish: c.choices[0].finish_reason, stats: c.runahead.stats });
       } else {
         const chunks = [];
-        for await (const chunk of await window.model.chat.completions.create({ ...request, stream: true })) {
-          chunks.push(chunk);
-        }
-        const last = chunks.at(-1);
+        const stream = await window.model.chat.completions.create({
+          ...request, stream: true, stream_options: { include_usage: true },
+        });
+        for await (const chunk of stream) chunks.push(chunk);
+        // The finish chunk, then the usage chunk (no choices).
+        const [last, usage] = chunks.slice(-2);
         out.push({
-          text: chunks.map((c) => c.choices[0].delta.content ?? '').join(''),
+          text: chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''),
           object: chunks[0].object,
           role: chunks[0].choices[0].delta.role,
-          finishes: chunks.map((c) => c.choices[0].finish_reason),
-          usage: last.usage,
+          finishes: chunks.slice(0, -1).map((c) => c.choices[0].finish_reason),
+          usage: usage.usage,
           finish: last.choices[0].finish_reason,
           stats: last.runahead.stats,
         });
@@ -100,7 +102,7 @@ test('a two-turn chat reuses the first turn and equals a fresh run of the conver
     // A fresh run of the whole conversation: another prompt first, so nothing is reused.
     await window.model.generate('Unrelated.', { maxTokens: 1 }).result;
     const fresh = await window.model.chat.completions.create({
-      messages: messages.slice(0, -1), max_tokens: maxTokens, stop: '\n',
+      messages: messages.slice(0, -1), max_tokens: maxTokens, stop: '\n', temperature: 0,
     });
     out.push({ text: fresh.choices[0].message.content, usage: fresh.usage });
     return out;
@@ -133,7 +135,7 @@ test('speculation on and off give the same text', { timeout: SLOW }, async () =>
     const messages = [{ role: 'system', content: system }, { role: 'user', content: `${question} ${question}` }];
     const out = {};
     for (const draft of ['none', 'ngram', 'suffix', 'auto']) {
-      const c = await window.model.chat.completions.create({ messages, max_tokens: maxTokens, draft, depth: 3 });
+      const c = await window.model.chat.completions.create({ messages, max_tokens: maxTokens, draft, depth: 3, temperature: 0 });
       out[draft] = { text: c.choices[0].message.content, draft: c.runahead.stats.draft };
     }
     return out;
@@ -176,7 +178,7 @@ test('bad conversations and stop lists get typed errors', { timeout: SLOW }, asy
     const m = window.model;
     return {
       empty: await codeOf(() => m.chat([]).result),
-      role: await codeOf(() => m.chat([{ role: 'tool', content: '{}' }]).result),
+      role: await codeOf(() => m.chat([{ role: 'robot', content: '{}' }]).result),
       shape: await codeOf(() => m.chat([{ role: 'user' }]).result),
       notArray: await codeOf(() => m.chat('hi')),
       stops: await codeOf(() => m.chat([{ role: 'user', content: 'hi' }], { stop: Array(17).fill('x') }).result),
