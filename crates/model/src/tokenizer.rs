@@ -1,7 +1,19 @@
-//! The tokenizer, built from GGUF metadata alone (`tokenizer.ggml.*`), on the `tokenizers`
-//! crate: byte-level BPE with the pre-tokenizer that `tokenizer.ggml.pre` names, and the
-//! control / user-defined tokens matched as whole tokens anywhere in the text (as llama.cpp
-//! does with `parse_special`).
+//! The tokenizer, built from GGUF metadata alone (`tokenizer.ggml.*`), for the tokenizer
+//! models llama.cpp's suite covers (see docs/models.md, "Vocabularies"):
+//!
+//! - `gpt2`: byte-level BPE on the `tokenizers` crate, with the pre-tokenizer that
+//!   `tokenizer.ggml.pre` names (crate::pre_tokenize);
+//! - `llama`: SentencePiece, merged by token score as llama.cpp does ([`spm`]);
+//! - `gemma4`: BPE over raw UTF-8 with `▁` for spaces and byte fallback ([`gemma4`]).
+//!
+//! Control, unknown and user-defined tokens are matched as whole tokens anywhere in the text
+//! (llama.cpp's `parse_special`); BOS and EOS are added exactly when llama.cpp adds them: per
+//! `tokenizer.ggml.add_bos_token` / `add_eos_token`, else llama.cpp's default for the model.
+
+mod gemma4;
+mod special;
+mod spm;
+mod vocab;
 
 use std::collections::HashMap;
 
@@ -15,146 +27,97 @@ use tokenizers::{AddedToken, TokenizerImpl};
 
 use crate::pre_tokenize::{pre_tokenizer, PreTokenize};
 use crate::{ModelError, Result};
-
-/// GGUF token types (`tokenizer.ggml.token_type`).
-const TYPE_CONTROL: i64 = 3;
-const TYPE_USER_DEFINED: i64 = 4;
+use gemma4::Gemma4;
+use special::{partition, Fragment};
+use vocab::{attr, Kind, Vocab};
 
 /// `tokenizers`' pipeline with runahead's pre-tokenizer (see [`PreTokenize`]).
 type Bpe = TokenizerImpl<BPE, NormalizerWrapper, PreTokenize, PostProcessorWrapper, DecoderWrapper>;
 
+/// How text becomes ids, per tokenizer model.
+enum Engine {
+    Bpe(Box<Bpe>),
+    Spm,
+    Gemma4(Box<Gemma4>),
+}
+
 /// A model's tokenizer.
 pub struct Tokenizer {
-    inner: Bpe,
+    engine: Engine,
+    vocab: Vocab,
+    /// Special tokens in llama.cpp's matching order (SentencePiece and Gemma 4; the `gpt2`
+    /// pipeline matches its own added tokens).
+    specials: Vec<u32>,
+    parse_special: bool,
     /// Bytes each token stands for when decoded.
     token_bytes: Vec<Vec<u8>>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
-    /// End-of-turn token (`<|im_end|>`, `<|eot_id|>`) when the vocabulary has one.
+    /// End-of-turn token (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`, ...) when the
+    /// vocabulary has one.
     pub eot: Option<u32>,
+    /// Whether [`Tokenizer::encode`] starts with the BOS token.
     pub add_bos: bool,
-    /// `tokenizer.ggml.pre`, for display.
+    /// Whether [`Tokenizer::encode`] ends with the EOS token.
+    pub add_eos: bool,
+    /// `tokenizer.ggml.pre` (or the tokenizer model where it has none), for display.
     pub pre: String,
 }
 
 impl Tokenizer {
     pub fn from_metadata(meta: &Metadata) -> Result<Self> {
         let model = meta.str("tokenizer.ggml.model")?;
-        if model != "gpt2" {
-            return Err(ModelError::Tokenizer(format!(
-                "tokenizer model '{model}' is not supported (only byte-level BPE, 'gpt2')"
-            )));
-        }
-        // A file that names no pre-tokenizer is split by llama.cpp's default rule (punctuation
-        // runs apart, digits in threes), which runahead does not implement: refused rather
-        // than split another way (llama.cpp's suite: aquila, gpt-neox).
-        let pre = match meta.get("tokenizer.ggml.pre") {
-            Some(_) => meta.str("tokenizer.ggml.pre")?,
-            None => {
-                return Err(ModelError::Tokenizer(
-                    "the model names no pre-tokenizer (tokenizer.ggml.pre): runahead splits \
-                     text only by the rules of the pre-tokenizers it names; re-convert the \
-                     model with a recent llama.cpp"
+        let kind =
+            match model {
+                "gpt2" => Kind::Bpe,
+                "llama" => Kind::Spm,
+                "gemma4" => Kind::Gemma4,
+                "bert" => return Err(ModelError::Tokenizer(
+                    "tokenizer model 'bert' (WordPiece, for embedding models) is not supported \
+                     (supported: gpt2, llama, gemma4)"
                         .into(),
-                ))
+                )),
+                other => {
+                    return Err(ModelError::Tokenizer(format!(
+                        "tokenizer model '{other}' is not supported (supported: gpt2 (byte-level \
+                     BPE), llama (SentencePiece), gemma4)"
+                    )))
+                }
+            };
+        let pre = match meta.get("tokenizer.ggml.pre") {
+            Some(_) => Some(meta.str("tokenizer.ggml.pre")?),
+            None => None,
+        };
+        let vocab = Vocab::from_metadata(meta, kind, pre)?;
+        let (engine, specials, token_bytes, pre) = match kind {
+            Kind::Bpe => {
+                // llama.cpp splits a file that names no pre-tokenizer by its default rule.
+                let pre = pre.unwrap_or("default");
+                let (engine, bytes) = byte_level_bpe(&vocab, &merges(meta)?, pre)?;
+                (engine, Vec::new(), bytes, pre.to_owned())
+            }
+            Kind::Spm => {
+                let bytes = (0..vocab.len()).map(|i| vocab.spm_piece(i)).collect();
+                (Engine::Spm, vocab.special_tokens(), bytes, "spm".to_owned())
+            }
+            Kind::Gemma4 => {
+                let engine = Engine::Gemma4(Box::new(Gemma4::new(&vocab, merges(meta)?)?));
+                let bytes = (0..vocab.len()).map(|i| vocab.spm_piece(i)).collect();
+                (engine, vocab.special_tokens(), bytes, "gemma4".to_owned())
             }
         };
-        let tokens = meta.strings("tokenizer.ggml.tokens")?;
-        let types: Vec<i64> = match meta.get("tokenizer.ggml.token_type") {
-            Some(v) => v
-                .as_array()
-                .ok_or_else(|| ModelError::Tokenizer("token_type is not an array".into()))?
-                .iter()
-                .map(|t| t.as_f64().map(|f| f as i64).unwrap_or(1))
-                .collect(),
-            None => vec![1; tokens.len()],
-        };
-        if types.len() != tokens.len() {
-            return Err(ModelError::Tokenizer(
-                "token_type and tokens differ in length".into(),
-            ));
-        }
-        let merges = meta
-            .strings("tokenizer.ggml.merges")?
-            .into_iter()
-            .map(|m| {
-                m.split_once(' ')
-                    .map(|(a, b)| (a.to_owned(), b.to_owned()))
-                    .ok_or_else(|| ModelError::Tokenizer(format!("malformed merge '{m}'")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-
-        let mut vocab = ahash::AHashMap::with_capacity(tokens.len());
-        for (id, t) in tokens.iter().enumerate() {
-            // Keep the first id of a duplicated string, as llama.cpp's lookup does.
-            vocab.entry((*t).to_owned()).or_insert(id as u32);
-        }
-        let split = pre_tokenizer(pre)?;
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .ignore_merges(split.ignore_merges)
-            .build()
-            .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
-        let mut inner = Bpe::new(bpe);
-        inner.with_pre_tokenizer(Some(split.pre_tokenizer));
-        inner.with_decoder(Some(ByteLevelDecoder::default()));
-        // Both kinds are matched as whole tokens in the text, but only control tokens are
-        // "special": llama.cpp's parse_special = false still matches user-defined ones (GPT-NeoX's
-        // runs of spaces, for one), and `set_encode_special_tokens` skips special ones only.
-        let added = |kind: i64| -> Vec<AddedToken> {
-            tokens
-                .iter()
-                .zip(&types)
-                .filter(|(_, &ty)| ty == kind)
-                .map(|(t, _)| {
-                    AddedToken::from(t.to_string(), kind == TYPE_CONTROL).normalized(false)
-                })
-                .collect()
-        };
-        inner.add_special_tokens(&added(TYPE_CONTROL));
-        inner.add_tokens(&added(TYPE_USER_DEFINED));
-
-        let byte_of = byte_decoder();
-        let token_bytes = tokens
-            .iter()
-            .zip(&types)
-            .map(|(t, &ty)| {
-                if ty == TYPE_CONTROL || ty == TYPE_USER_DEFINED {
-                    t.as_bytes().to_vec()
-                } else {
-                    let mut bytes = Vec::with_capacity(t.len());
-                    for ch in t.chars() {
-                        match byte_of.get(&ch) {
-                            Some(&b) => bytes.push(b),
-                            None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
-                        }
-                    }
-                    bytes
-                }
-            })
-            .collect();
-
-        let id = |key: &str| -> Result<Option<u32>> {
-            Ok(meta
-                .opt(key, |m, k| m.u64(k))?
-                .and_then(|v| u32::try_from(v).ok())
-                .filter(|&v| (v as usize) < tokens.len()))
-        };
-        let find = |text: &str| tokens.iter().position(|t| *t == text).map(|i| i as u32);
-        let eot = id("tokenizer.ggml.eot_token_id")?
-            .or_else(|| find("<|im_end|>"))
-            .or_else(|| find("<|eot_id|>"));
         Ok(Tokenizer {
-            inner,
+            engine,
+            specials,
+            parse_special: true,
             token_bytes,
-            bos: id("tokenizer.ggml.bos_token_id")?,
-            eos: id("tokenizer.ggml.eos_token_id")?,
-            eot,
-            add_bos: meta
-                .get("tokenizer.ggml.add_bos_token")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false),
-            pre: pre.to_owned(),
+            bos: vocab.bos,
+            eos: vocab.eos,
+            eot: vocab.eot,
+            add_bos: vocab.add_bos,
+            add_eos: vocab.add_eos,
+            pre,
+            vocab,
         })
     }
 
@@ -162,19 +125,67 @@ impl Tokenizer {
         self.token_bytes.len()
     }
 
-    /// Token ids of `text`, with control tokens recognized in the text and a BOS prepended
-    /// when the model's metadata asks for one.
+    /// Token ids of `text`, with special tokens recognized in the text (see
+    /// [`Tokenizer::set_parse_special`]) and BOS / EOS added when the model asks for them.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode_fast(text, false)
-            .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
-        let mut ids = Vec::with_capacity(enc.get_ids().len() + 1);
+        let mut ids = Vec::with_capacity(text.len() / 3 + 2);
         if self.add_bos {
             ids.extend(self.bos);
         }
-        ids.extend_from_slice(enc.get_ids());
+        match &self.engine {
+            Engine::Bpe(inner) => {
+                let enc = inner
+                    .encode_fast(text, false)
+                    .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
+                ids.extend_from_slice(enc.get_ids());
+            }
+            Engine::Spm => {
+                // A space is prefixed to the text and to the text after each special token.
+                let mut after_special = true;
+                for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
+                    match fragment {
+                        Fragment::Token(id) => {
+                            ids.push(id);
+                            after_special = true;
+                        }
+                        Fragment::Text(start, end) => {
+                            let mut piece = String::with_capacity(end - start + 3);
+                            if self.vocab.add_space_prefix && after_special {
+                                piece.push('\u{2581}');
+                            }
+                            piece.push_str(&text[start..end].replace(' ', "\u{2581}"));
+                            spm::tokenize(&self.vocab, &piece, &mut ids)?;
+                            after_special = false;
+                        }
+                    }
+                }
+            }
+            Engine::Gemma4(gemma4) => {
+                for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
+                    match fragment {
+                        Fragment::Token(id) => ids.push(id),
+                        Fragment::Text(start, end) => {
+                            gemma4.tokenize(&self.vocab, &text[start..end], &mut ids)?
+                        }
+                    }
+                }
+            }
+        }
+        if self.add_eos {
+            ids.extend(self.eos);
+        }
         Ok(ids)
+    }
+
+    /// The ids of a prompt rendered by the model's chat template: as [`Tokenizer::encode`], but
+    /// a BOS the template wrote itself is not added a second time (llama.cpp drops the BOS text
+    /// from the start of a rendered prompt when the model adds a BOS).
+    pub fn encode_rendered(&self, rendered: &str) -> Result<Vec<u32>> {
+        let bos_text = self.bos.map(|id| self.token_text(id)).unwrap_or_default();
+        match rendered.strip_prefix(bos_text.as_str()) {
+            Some(rest) if self.add_bos && !bos_text.is_empty() => self.encode(rest),
+            _ => self.encode(rendered),
+        }
     }
 
     /// Whether `encode` recognizes control-token text as those tokens (the default, llama.cpp's
@@ -182,7 +193,10 @@ impl Tokenizer {
     /// smuggle in control tokens, and for llama.cpp's test suite). User-defined tokens are
     /// matched either way, as in llama.cpp.
     pub fn set_parse_special(&mut self, parse: bool) {
-        self.inner.set_encode_special_tokens(!parse);
+        self.parse_special = parse;
+        if let Engine::Bpe(inner) = &mut self.engine {
+            inner.set_encode_special_tokens(!parse);
+        }
     }
 
     /// The bytes a token stands for (control tokens: their text).
@@ -197,17 +211,38 @@ impl Tokenizer {
         String::from_utf8_lossy(self.token_bytes(id)).into_owned()
     }
 
-    /// Whether generation should stop after this token (EOS or end-of-turn).
+    /// Whether generation should stop after this token: EOS, end-of-turn, or another token
+    /// llama.cpp ends generation on (`<|endoftext|>`, `<|eom_id|>`, Gemma 4's `<turn|>`, ...).
     pub fn is_end(&self, id: u32) -> bool {
-        Some(id) == self.eos || Some(id) == self.eot
+        Some(id) == self.eos || Some(id) == self.eot || self.vocab.eog.binary_search(&id).is_ok()
     }
 
-    /// Decodes a whole sequence; invalid UTF-8 becomes U+FFFD.
+    /// The text of a sequence of tokens that continues a text (generated tokens): each token's
+    /// bytes in turn, as [`Tokenizer::decoder`] streams them; invalid UTF-8 becomes U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> String {
         let bytes: Vec<u8> = ids
             .iter()
             .flat_map(|&id| self.token_bytes(id).iter().copied())
             .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The text of a whole tokenized text, the inverse of [`Tokenizer::encode`] (llama.cpp's
+    /// `llama_detokenize` with special tokens rendered): as [`Tokenizer::decode`], but where
+    /// the model prefixes a space when encoding (SentencePiece), the first token's leading
+    /// space is dropped.
+    pub fn detokenize(&self, ids: &[u32]) -> String {
+        let mut bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| self.token_bytes(id).iter().copied())
+            .collect();
+        if self.vocab.add_space_prefix {
+            if let Some(&first) = ids.first() {
+                if self.token_bytes(first).first() == Some(&b' ') {
+                    bytes.remove(0);
+                }
+            }
+        }
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
@@ -243,6 +278,9 @@ impl Tokenizer {
         }
         if self.add_bos != draft.add_bos {
             return fail("one model adds a BOS token and the other does not".into());
+        }
+        if self.add_eos != draft.add_eos {
+            return fail("one model adds an EOS token and the other does not".into());
         }
         Ok(())
     }
@@ -307,6 +345,86 @@ impl TokenDecoder<'_> {
         self.pending.clear();
         text
     }
+}
+
+/// `tokenizer.ggml.merges` as pairs, split at the first space after the first byte (as
+/// llama.cpp splits them, so a token may start with a space).
+fn merges(meta: &Metadata) -> Result<Vec<(String, String)>> {
+    meta.strings("tokenizer.ggml.merges")?
+        .into_iter()
+        .map(|m| {
+            m.as_bytes()
+                .iter()
+                .skip(1)
+                .position(|&b| b == b' ')
+                .map(|at| (m[..at + 1].to_owned(), m[at + 2..].to_owned()))
+                .ok_or_else(|| ModelError::Tokenizer(format!("malformed merge '{m}'")))
+        })
+        .collect()
+}
+
+/// The `tokenizers` pipeline of a byte-level BPE vocabulary, and the bytes of each token.
+fn byte_level_bpe(
+    vocab: &Vocab,
+    merges: &[(String, String)],
+    pre: &str,
+) -> Result<(Engine, Vec<Vec<u8>>)> {
+    let map: ahash::AHashMap<String, u32> =
+        vocab.ids.iter().map(|(t, &id)| (t.clone(), id)).collect();
+    let split = pre_tokenizer(pre)?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(map, merges.to_vec())
+        .ignore_merges(split.ignore_merges)
+        .build()
+        .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
+    let mut inner = Bpe::new(bpe);
+    inner.with_pre_tokenizer(Some(split.pre_tokenizer));
+    inner.with_decoder(Some(ByteLevelDecoder::default()));
+    // Both kinds are matched as whole tokens in the text, but only control and unknown tokens
+    // are "special": llama.cpp's parse_special = false still matches user-defined ones
+    // (GPT-NeoX's runs of spaces, for one), and `set_encode_special_tokens` skips special ones
+    // only.
+    let added = |special: bool| -> Vec<AddedToken> {
+        vocab
+            .tokens
+            .iter()
+            .zip(&vocab.attrs)
+            .filter(|(_, &a)| {
+                let is_special = a & (attr::CONTROL | attr::UNKNOWN) != 0;
+                is_special == special && (is_special || a & attr::USER_DEFINED != 0)
+            })
+            .map(|(t, &a)| {
+                AddedToken::from(t.clone(), special)
+                    .normalized(false)
+                    .lstrip(a & attr::LSTRIP != 0)
+                    .rstrip(a & attr::RSTRIP != 0)
+            })
+            .collect()
+    };
+    inner.add_special_tokens(&added(true));
+    inner.add_tokens(&added(false));
+
+    let byte_of = byte_decoder();
+    let token_bytes = vocab
+        .tokens
+        .iter()
+        .zip(&vocab.attrs)
+        .map(|(t, &a)| {
+            if a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+                t.as_bytes().to_vec()
+            } else {
+                let mut bytes = Vec::with_capacity(t.len());
+                for ch in t.chars() {
+                    match byte_of.get(&ch) {
+                        Some(&b) => bytes.push(b),
+                        None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
+                    }
+                }
+                bytes
+            }
+        })
+        .collect();
+    Ok((Engine::Bpe(Box::new(inner)), token_bytes))
 }
 
 /// Inverse of GPT-2's byte-to-unicode map: byte-level BPE spells byte `b` as the character
