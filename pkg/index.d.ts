@@ -72,7 +72,7 @@ export type LoadEvent =
   /** The download could not be cached (e.g. the storage quota is full); the load went on. */
   | { type: 'cache_error'; reason: string; model: LoadedModel }
   /** The server gives no size and no ETag/Last-Modified (and no sha256 was given): not cached. */
-  | { type: 'cache_skipped'; reason: string; model: LoadedModel }
+  | { type: 'cache_skipped'; reason: string; quota?: boolean; model: LoadedModel }
   /** The server could not be reached to check the cached copy: it was used unchecked. */
   | { type: 'cache_unverified'; reason: string; model: LoadedModel }
   /** WebGPU works on the page but not in a worker here: the engine runs on the page. */
@@ -170,6 +170,108 @@ export interface ModelCache {
   delete(url: string | URL): Promise<boolean>;
   /** Resolves to whether there was a cache to remove. */
   clear(): Promise<boolean>;
+  /** This origin's storage (`navigator.storage.estimate()`) and the cached models' bytes. */
+  estimate(): Promise<StorageEstimateInfo>;
+  /** `navigator.storage.persist()`: resolves to whether the origin's storage is persistent now. */
+  persist(): Promise<boolean>;
+  /** `navigator.storage.persisted()`. */
+  persisted(): Promise<boolean>;
+}
+
+// ---- Runahead.probe and the cache's storage (README.md, "Before the download: probe") ----
+
+/** `Runahead.cache.estimate()`: bytes (usage, quota, available absent where the browser does not say). */
+export interface StorageEstimateInfo {
+  usage?: number;
+  quota?: number;
+  available?: number;
+  /** Bytes of the cached models. */
+  models: number;
+  persisted: boolean;
+}
+
+export interface ProbeOptions {
+  /** KV cache size to count, in tokens (default 4096, capped by the trained context). */
+  context?: number;
+  /** The engine `fits` is about (default 'auto': the one a load would take). */
+  backend?: 'auto' | 'webgpu' | 'cpu';
+  /** Bytes the model may take. */
+  memoryBudget?: number;
+  /** false: do not read the model cache. */
+  cache?: boolean;
+  /** Probe in a worker of its own (default true where Worker exists). */
+  worker?: boolean;
+  signal?: AbortSignal;
+  wasmUrl?: string | URL;
+}
+
+export interface ProbeCheck {
+  supported: boolean;
+  reason?: string;
+}
+
+export interface EngineFit {
+  fits: boolean;
+  reason?: string;
+  /** Bytes this engine needs (WebGPU: weights and KV cache; CPU: file, KV cache and header in WebAssembly memory). */
+  needBytes: number;
+}
+
+export interface ProbeAdapter {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  isFallbackAdapter: boolean;
+  limits: { maxStorageBufferBindingSize: number; maxBufferSize: number; maxStorageBuffersPerShaderStage: number };
+}
+
+export interface ModelProbe {
+  supported: boolean;
+  /** The first reason the engines do not run the model. */
+  reason?: string;
+  checks: { architecture: ProbeCheck; tensors: ProbeCheck; tokenizer: ProbeCheck; chatTemplate?: ProbeCheck };
+  name?: string;
+  architecture?: string;
+  fileSize: number;
+  /** Where the tensor data starts. */
+  headerBytes: number;
+  /** Where the last tensor ends. */
+  dataEnd: number;
+  /** Bytes the parsed header takes. */
+  headerMemory: number;
+  parameters: number;
+  tensorCount: number;
+  tensorTypes: Record<string, number>;
+  tensorBytes: number;
+  /** The weights as the GPU engine holds them; absent when the tensors check failed. */
+  weightsBytes?: number;
+  largestTensor?: { name: string; type: string; shape: number[]; bytes: number; rowBytes: number };
+  /** Absent when the architecture check failed. */
+  shape?: {
+    layers: number;
+    embedding: number;
+    feedForward: number;
+    heads: number;
+    kvHeads: number;
+    headDim: number;
+    vocab: number;
+    trainedContext: number;
+    context: number;
+    kvCacheBytes: number;
+    kvCacheLayerBytes: number;
+    logitsBytes: number;
+  };
+  adapter: ProbeAdapter | null;
+  adapterReason?: string;
+  backend: 'webgpu' | 'cpu';
+  backendReason?: string;
+  engines: { webgpu: EngineFit; cpu: EngineFit };
+  fits: boolean;
+  fitsReason?: string;
+  from: 'network' | 'cache' | 'file' | 'bytes';
+  transferredBytes: number;
+  rangeRequests?: number;
 }
 
 export interface GenerateOptions {
@@ -621,6 +723,8 @@ export class Runahead {
   private constructor();
   /** The model cache (shared by every Runahead of this origin). */
   static readonly cache: ModelCache;
+  /** Reads only the GGUF header and says whether the model runs and fits here (README.md). */
+  static probe(source: ModelSource, options?: ProbeOptions): Promise<ModelProbe>;
   /**
    * A URL is fetched (or read from the model cache) where the engine runs; a File/Blob is sent
    * to the worker as a handle; an ArrayBuffer (or the whole buffer of a typed array) is
