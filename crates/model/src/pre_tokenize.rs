@@ -212,6 +212,33 @@ pub(crate) fn pre_tokenizer(pre: &str) -> Result<PreSplit> {
 mod tests {
     use super::*;
 
+    /// The pieces `pre` cuts `text` into.
+    fn pieces<'a>(pre: &str, text: &'a str) -> Vec<&'a str> {
+        use tokenizers::{OffsetReferential, OffsetType};
+        let split = pre_tokenizer(pre).unwrap();
+        let mut pretokenized = PreTokenizedString::from(text);
+        split.pre_tokenizer.pre_tokenize(&mut pretokenized).unwrap();
+        pretokenized
+            .get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(_, (start, end), _)| &text[start..end])
+            .collect()
+    }
+
+    /// GPT-4o's rule (Phi-4-mini) as llama.cpp applies it: a non-ASCII letter counts as both
+    /// cases ("aÉ" stays whole, where the original pattern cuts before the capital) and a
+    /// combining mark is no letter (cut off from its "e", where the original keeps it).
+    #[test]
+    fn gpt4o_splits_as_llama_cpp() {
+        assert_eq!(
+            pieces("gpt-4o", "HelloWORLD they're aÉ e\u{301} 12345\n\n  x"),
+            [
+                "Hello", "WORLD", " they're", " aÉ", " e", "\u{301}", " ", "123", "45", "\n\n",
+                " ", " x"
+            ]
+        );
+    }
+
     #[test]
     fn every_supported_pre_tokenizer_compiles() {
         for pre in SUPPORTED {

@@ -10,29 +10,21 @@
 //! (llama.cpp's `parse_special`); BOS and EOS are added exactly when llama.cpp adds them: per
 //! `tokenizer.ggml.add_bos_token` / `add_eos_token`, else llama.cpp's default for the model.
 
+mod byte_level;
 mod gemma4;
 mod special;
 mod spm;
+#[cfg(test)]
+mod tests;
 mod vocab;
 
-use std::collections::HashMap;
-
 use runahead_gguf::Metadata;
-use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
-use tokenizers::decoders::DecoderWrapper;
-use tokenizers::models::bpe::BPE;
-use tokenizers::normalizers::NormalizerWrapper;
-use tokenizers::processors::PostProcessorWrapper;
-use tokenizers::{AddedToken, TokenizerImpl};
 
-use crate::pre_tokenize::{pre_tokenizer, PreTokenize};
 use crate::{ModelError, Result};
+use byte_level::{byte_level_bpe, Bpe};
 use gemma4::Gemma4;
 use special::{partition, Fragment};
-use vocab::{attr, Kind, Vocab};
-
-/// `tokenizers`' pipeline with runahead's pre-tokenizer (see [`PreTokenize`]).
-type Bpe = TokenizerImpl<BPE, NormalizerWrapper, PreTokenize, PostProcessorWrapper, DecoderWrapper>;
+use vocab::{Kind, Vocab};
 
 /// How text becomes ids, per tokenizer model.
 enum Engine {
@@ -93,8 +85,13 @@ impl Tokenizer {
             Kind::Bpe => {
                 // llama.cpp splits a file that names no pre-tokenizer by its default rule.
                 let pre = pre.unwrap_or("default");
-                let (engine, bytes) = byte_level_bpe(&vocab, &merges(meta)?, pre)?;
-                (engine, Vec::new(), bytes, pre.to_owned())
+                let (inner, bytes) = byte_level_bpe(&vocab, &merges(meta)?, pre)?;
+                (
+                    Engine::Bpe(Box::new(inner)),
+                    Vec::new(),
+                    bytes,
+                    pre.to_owned(),
+                )
             }
             Kind::Spm => {
                 let bytes = (0..vocab.len()).map(|i| vocab.spm_piece(i)).collect();
@@ -361,177 +358,4 @@ fn merges(meta: &Metadata) -> Result<Vec<(String, String)>> {
                 .ok_or_else(|| ModelError::Tokenizer(format!("malformed merge '{m}'")))
         })
         .collect()
-}
-
-/// The `tokenizers` pipeline of a byte-level BPE vocabulary, and the bytes of each token.
-fn byte_level_bpe(
-    vocab: &Vocab,
-    merges: &[(String, String)],
-    pre: &str,
-) -> Result<(Engine, Vec<Vec<u8>>)> {
-    let map: ahash::AHashMap<String, u32> =
-        vocab.ids.iter().map(|(t, &id)| (t.clone(), id)).collect();
-    let split = pre_tokenizer(pre)?;
-    let bpe = BPE::builder()
-        .vocab_and_merges(map, merges.to_vec())
-        .ignore_merges(split.ignore_merges)
-        .build()
-        .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
-    let mut inner = Bpe::new(bpe);
-    inner.with_pre_tokenizer(Some(split.pre_tokenizer));
-    inner.with_decoder(Some(ByteLevelDecoder::default()));
-    // Both kinds are matched as whole tokens in the text, but only control and unknown tokens
-    // are "special": llama.cpp's parse_special = false still matches user-defined ones
-    // (GPT-NeoX's runs of spaces, for one), and `set_encode_special_tokens` skips special ones
-    // only.
-    let added = |special: bool| -> Vec<AddedToken> {
-        vocab
-            .tokens
-            .iter()
-            .zip(&vocab.attrs)
-            .filter(|(_, &a)| {
-                let is_special = a & (attr::CONTROL | attr::UNKNOWN) != 0;
-                is_special == special && (is_special || a & attr::USER_DEFINED != 0)
-            })
-            .map(|(t, &a)| {
-                AddedToken::from(t.clone(), special)
-                    .normalized(false)
-                    .lstrip(a & attr::LSTRIP != 0)
-                    .rstrip(a & attr::RSTRIP != 0)
-            })
-            .collect()
-    };
-    inner.add_special_tokens(&added(true));
-    inner.add_tokens(&added(false));
-
-    let byte_of = byte_decoder();
-    let token_bytes = vocab
-        .tokens
-        .iter()
-        .zip(&vocab.attrs)
-        .map(|(t, &a)| {
-            if a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
-                t.as_bytes().to_vec()
-            } else {
-                let mut bytes = Vec::with_capacity(t.len());
-                for ch in t.chars() {
-                    match byte_of.get(&ch) {
-                        Some(&b) => bytes.push(b),
-                        None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
-                    }
-                }
-                bytes
-            }
-        })
-        .collect();
-    Ok((Engine::Bpe(Box::new(inner)), token_bytes))
-}
-
-/// Inverse of GPT-2's byte-to-unicode map: byte-level BPE spells byte `b` as the character
-/// `b` itself when printable, else as U+0100 + n for the n-th non-printable byte.
-fn byte_decoder() -> HashMap<char, u8> {
-    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xa1..=0xac).contains(&b) || b >= 0xae;
-    let mut map = HashMap::with_capacity(256);
-    let mut n = 0u32;
-    for b in 0..=255u8 {
-        if printable(b) {
-            map.insert(b as char, b);
-        } else {
-            map.insert(char::from_u32(256 + n).unwrap_or('\u{fffd}'), b);
-            n += 1;
-        }
-    }
-    map
-}
-
-#[cfg(test)]
-mod tests {
-    use runahead_gguf::{GgufFile, GgufWriter, Value, ValueType};
-
-    use super::*;
-    use crate::testing::TinyModel;
-
-    /// A tiny vocabulary whose merges reach "ab" + "c" but never "abc", which is a token of its
-    /// own, with a control and a user-defined token.
-    fn tiny(pre: &str) -> Tokenizer {
-        let tokens = [
-            "a", "b", "c", "ab", "abc", "<", "|", "x", ">", "<|x|>", "<x>",
-        ];
-        // Normal, but "<|x|>" control and "<x>" user-defined.
-        let types: Vec<Value> = [1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 4]
-            .into_iter()
-            .map(Value::I32)
-            .collect();
-        let mut w = GgufWriter::new();
-        w.meta_str("tokenizer.ggml.model", "gpt2")
-            .meta_str("tokenizer.ggml.pre", pre)
-            .meta_strings("tokenizer.ggml.tokens", &tokens)
-            .meta_strings("tokenizer.ggml.merges", &["a b"])
-            .meta(
-                "tokenizer.ggml.token_type",
-                Value::Array(ValueType::I32, types),
-            );
-        let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
-        Tokenizer::from_metadata(&file.header.metadata).unwrap()
-    }
-
-    #[test]
-    fn llama3_takes_a_whole_pre_token_from_the_vocabulary() {
-        assert_eq!(tiny("llama-bpe").encode("abc").unwrap(), [4]);
-        assert_eq!(tiny("llama3").encode("abc").unwrap(), [4]);
-        // Pre-tokenizers without ignore_merges only merge.
-        assert_eq!(tiny("gpt-2").encode("abc").unwrap(), [3, 2]);
-        assert_eq!(tiny("qwen2").encode("abc").unwrap(), [3, 2]);
-        assert_eq!(tiny("smollm").encode("abc").unwrap(), [3, 2]);
-    }
-
-    #[test]
-    fn parse_special_off_tokenizes_control_text_as_text() {
-        let mut tok = tiny("gpt-2");
-        assert_eq!(tok.encode("<|x|><x>").unwrap(), [9, 10]);
-        // As llama.cpp: control tokens become text, user-defined ones are still matched.
-        tok.set_parse_special(false);
-        assert_eq!(tok.encode("<|x|><x>").unwrap(), [5, 6, 7, 6, 8, 10]);
-        tok.set_parse_special(true);
-        assert_eq!(tok.encode("<|x|><x>").unwrap(), [9, 10]);
-    }
-
-    /// Found by fuzzing (fuzz/, target `tokenizer`): after an invalid byte, the streaming
-    /// decoder replaced the start of the next character too ("\u{fffd}\u{fffd}" where decode
-    /// gives "\u{fffd}€" for E1 E2 82 AC). Every sequence of three byte tokens drawn from
-    /// ASCII, continuation, lead and never-valid bytes must stream to exactly the text decode
-    /// gives.
-    #[test]
-    fn streaming_decode_equals_decode_after_invalid_bytes() {
-        let file = GgufFile::from_bytes(TinyModel::llama().to_gguf()).unwrap();
-        let tok = Tokenizer::from_metadata(&file.header.metadata).unwrap();
-        let id_of = |b: u8| {
-            (0..tok.vocab_size() as u32)
-                .find(|&id| tok.token_bytes(id) == [b])
-                .unwrap()
-        };
-        let bytes = [0x41, 0x80, 0x82, 0xac, 0xbc, 0xc3, 0xe1, 0xe2, 0xf0, 0xff];
-        let ids: Vec<u32> = bytes.iter().map(|&b| id_of(b)).collect();
-        let stream = |seq: &[u32]| {
-            let mut decoder = tok.decoder();
-            let mut text: String = seq.iter().map(|&id| decoder.push(id)).collect();
-            text.push_str(&decoder.finish());
-            text
-        };
-        let mut sequences = vec![
-            [0xe1, 0xe2, 0x82, 0xac].map(id_of).to_vec(),
-            [0xff, 0xe2, 0x82, 0xac, 0x41].map(id_of).to_vec(),
-        ];
-        for &a in &ids {
-            for &b in &ids {
-                for &c in &ids {
-                    sequences.push(vec![a, b, c]);
-                }
-            }
-        }
-        for seq in &sequences {
-            assert_eq!(stream(seq), tok.decode(seq), "{seq:?}");
-        }
-        assert_eq!(stream(&sequences[0]), "\u{fffd}€");
-    }
 }

@@ -266,3 +266,36 @@ fn llama_cpp_tokenizer_suite() {
         problems.join("\n")
     );
 }
+
+/// Whether llama.cpp adds a BOS (`add_special = true`) for each vocabulary of the suite, read
+/// from its `llama_vocab::impl::load`: SentencePiece and Gemma 4 always unless the file says
+/// otherwise (Gemma 4 even then), byte-level BPE only for Llama 3's pre-tokenizer (and a few
+/// others) or when the file asks. `llama-bpe` has no `add_bos_token` key: llama.cpp adds one.
+#[test]
+fn bos_is_added_when_llama_cpp_adds_it() {
+    let dir = vocab_dir();
+    if vocab_stems(&dir).is_empty() {
+        eprintln!("SKIPPED: no llama.cpp vocabularies in {}", dir.display());
+        return;
+    }
+    let expected: &[(&str, Option<u32>)] = &[
+        ("llama-bpe", Some(128000)),
+        ("llama-spm", Some(1)),
+        ("phi-3", Some(1)),
+        ("gemma-4", Some(2)),
+        ("deepseek-llm", Some(100000)),
+        ("deepseek-coder", Some(32013)),
+        ("qwen2", None),
+        ("qwen35", None),
+        ("falcon", None),
+        ("gpt-2", None),
+    ];
+    for &(stem, bos) in expected {
+        let file = GgufFile::open(dir.join(format!("ggml-vocab-{stem}.gguf"))).unwrap();
+        let tok = Tokenizer::from_metadata(&file.header.metadata).unwrap();
+        let ids = tok.encode("Hello").unwrap();
+        let first = ids.first().copied().filter(|_| tok.add_bos);
+        assert_eq!(first, bos, "{stem}: {ids:?}");
+        assert!(!tok.add_eos, "{stem}");
+    }
+}
