@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use runahead_cpu::activations::Activations;
 use runahead_cpu::formats::WeightFormat;
+use runahead_cpu::layout::Layout;
 use runahead_cpu::matmul::{matmul, Matrix};
-use runahead_cpu::packed::Layout;
 use runahead_cpu::pool::with_team;
 use runahead_cpu::{Isa, Kernels};
 use runahead_gguf::GgmlType;

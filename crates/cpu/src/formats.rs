@@ -12,7 +12,7 @@ pub enum FloatFormat {
     BF16,
 }
 
-/// 32-element block formats: products against [`crate::activations::BlockQ8`].
+/// 32-element block formats: products against [`crate::q8::Q8Rows`].
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Q32Format {
@@ -23,7 +23,7 @@ pub enum Q32Format {
     Q8_0,
 }
 
-/// 256-element K-quant formats: products against [`crate::activations::BlockQ8K`].
+/// 256-element K-quant formats: products against [`crate::q8::BlockQ8K`].
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KFormat {

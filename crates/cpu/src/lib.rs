@@ -15,12 +15,14 @@ mod error;
 pub mod formats;
 pub mod kernels;
 mod kv_cache;
+pub mod layout;
 pub mod matmul;
 mod ops;
 pub mod packed;
 pub mod packed_k;
 pub mod packed_lanes;
 pub mod pool;
+pub mod q8;
 mod weights;
 
 pub use engine::{default_threads, CpuEngine, CpuOptions};

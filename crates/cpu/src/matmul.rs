@@ -5,12 +5,13 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::activations::{q8_blocks_per_row, Activations};
+use crate::activations::Activations;
 use crate::error::CpuError;
 use crate::formats::WeightFormat;
-use crate::kernels::{Kernels, Out, TILE};
-use crate::packed::Layout;
+use crate::kernels::{Kernels, Out};
+use crate::layout::{Layout, TILE};
 use crate::pool::{Padded, Team};
+use crate::q8::{q8_blocks_per_row, BlockQ8K, Q8Slice};
 
 /// A weight matrix in its GGUF block format: `rows` output features of `cols` inputs each,
 /// row after row.
@@ -298,9 +299,9 @@ fn chunk_rows(w: &Matrix, threads: usize) -> usize {
 
 /// The input of a product in the forms the kernels take.
 struct Input<'a> {
-    f32_rows: &'a [f32],                     // [n, cols]
-    q8: crate::activations::Q8Slice<'a>,     // [n, q8_blocks_per_row] (when needed)
-    q8k: &'a [crate::activations::BlockQ8K], // [n, cols / 256] (when needed)
+    f32_rows: &'a [f32], // [n, cols]
+    q8: Q8Slice<'a>,     // [n, q8_blocks_per_row] (when needed)
+    q8k: &'a [BlockQ8K], // [n, cols / 256] (when needed)
 }
 
 /// Weight rows `first_row..first_row + out rows` of `w` times input rows `t` into `out`

@@ -17,7 +17,7 @@
 //!   the eight registers' 256 bytes.
 //!
 //! Register `q` (0..8) of a span is what the activations' spans hold
-//! ([`crate::activations::span_position`]): its byte `i` is element `4q + i % 4` of block
+//! ([`crate::layout::span_position`]): its byte `i` is element `4q + i % 4` of block
 //! `i / 4`, so register `s` and `s + 4` of a 4-bit format are the low and high nibbles of the
 //! eight blocks' `s`-th four bytes, side by side. The sizes match the file's: a span of Q4_0
 //! takes 16 + 128 = 8 x 18 bytes, Q4_1 32 + 128 = 8 x 20, Q5_0 16 + 32 + 128 = 8 x 22, Q5_1
@@ -33,9 +33,9 @@
 //!   holding register `2s` in their low nibbles and register `2s + 1` in their high ones; for
 //!   Q8_0 the four registers' 128 bytes.
 //!
-//! Register `q` (0..4) is what [`crate::activations::Q8Layout::Interleaved`] multiplies: its
+//! Register `q` (0..4) is what [`Q8Layout::Interleaved`] multiplies: its
 //! byte `i` is element `16 * (o / 4) + 4q + i % 4` of block `o % 4`, with `o = i / 4` the
-//! half-block sum lane of [`crate::kernels::scalar::q32_tile`]. The 4- and 5-bit values are
+//! half-block sum lane of the scalar kernel (`kernels::scalar::q32_tile`). The 4- and 5-bit values are
 //! stored unsigned (Q4_0 and Q5_0 without their offsets of 8 and 16), as in the file.
 //!
 //! The sizes match the file's: a group of Q4_0 takes 8 + 64 = 4 x 18 bytes, Q4_1 16 + 64 =
@@ -50,20 +50,9 @@
 //! Q8_0 register `q`'s 16 bytes at `16q`.
 
 use crate::formats::Q32Format;
-use crate::kernels::scalar::{GROUP, SPAN};
-
-/// The byte order of a weight matrix's rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
-    /// As in the GGUF file.
-    #[default]
-    Gguf,
-    /// Rearranged for the AVX2 kernels (see the module's documentation).
-    Packed,
-    /// Sixteen rows side by side for the AVX-512 VNNI kernels of the 32-element formats (see
-    /// [`crate::packed_lanes`]).
-    Lanes16,
-}
+#[cfg(doc)]
+use crate::layout::{Layout, Q8Layout};
+use crate::layout::{GROUP, SPAN};
 
 /// Block `k` (0..4) and element `e` (0..32) of byte `i` (0..32) of register `q` (0..4).
 pub const fn element_at(q: usize, i: usize) -> (usize, usize) {
@@ -454,7 +443,7 @@ mod tests {
                 assert!(!seen[o][e], "block {o} element {e} twice");
                 seen[o][e] = true;
                 // The same byte as the activations' spans.
-                assert_eq!(crate::activations::span_position(o, e), 32 * q + i);
+                assert_eq!(crate::layout::span_position(o, e), 32 * q + i);
             }
         }
     }
@@ -469,29 +458,10 @@ mod tests {
                 seen[k][e] = true;
                 // The same byte as the activations' interleaved layout.
                 assert_eq!(
-                    crate::activations::interleaved_position(k, e),
+                    crate::layout::interleaved_position(k, e),
                     32 * q + i,
                     "register {q} byte {i}"
                 );
-            }
-        }
-    }
-
-    /// The kernels' packing (AVX2's own code) writes the bytes of the portable one.
-    #[test]
-    fn every_instruction_set_packs_the_same_bytes() {
-        use crate::formats::WeightFormat;
-        use crate::kernels::{Isa, Kernels};
-        for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
-            for f in FORMATS {
-                let row_bytes = 14 * f.block_bytes(); // a span, a group, a pair
-                let rows = bytes(5 * row_bytes);
-                let Some(packed) = k.pack(WeightFormat::Q32(f), &rows, row_bytes) else {
-                    continue;
-                };
-                let mut expected = vec![0u8; rows.len()];
-                pack_rows(f, &rows, row_bytes, &mut expected);
-                assert_eq!(packed, expected, "{:?} {f:?}", k.isa());
             }
         }
     }

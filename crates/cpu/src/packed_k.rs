@@ -20,10 +20,10 @@
 //!   byte 0; 64 bytes of top bits, byte `128 + 32h + i`'s bits `2k..2k + 2` those of register
 //!   `4h + k`'s byte `i`; then the 16 scales and `d` as in the file (bytes `192..210`).
 
-use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 #[cfg(doc)]
-use crate::packed::Layout;
+use crate::layout::Layout;
+use crate::q8::BlockQ8K;
 
 /// The super-block element that byte `i` (0..32) of register `r` (0..8) holds.
 pub const fn element_at(r: usize, i: usize) -> usize {
@@ -229,41 +229,6 @@ mod tests {
             let mut back = vec![0u8; rows.len()];
             unpack_rows(f, &packed, &mut back);
             assert_eq!(back, rows, "{f:?}");
-        }
-    }
-
-    /// The kernels' packing (AVX2's own code) writes the bytes of the portable one.
-    #[test]
-    fn every_instruction_set_packs_the_same_bytes() {
-        use crate::formats::WeightFormat;
-        use crate::kernels::{Isa, Kernels};
-        for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
-            for f in FORMATS {
-                let row_bytes = 3 * f.block_bytes();
-                let rows = bytes(4 * row_bytes);
-                let Some(packed) = k.pack(WeightFormat::K(f), &rows, row_bytes) else {
-                    continue;
-                };
-                let mut expected = vec![0u8; rows.len()];
-                pack_rows(f, &rows, &mut expected);
-                assert_eq!(packed, expected, "{:?} {f:?}", k.isa());
-            }
-        }
-    }
-
-    /// The file-order values are what the reference decoder reads.
-    #[test]
-    fn file_order_values_are_the_decoders() {
-        use crate::kernels::scalar::decode_k;
-        for f in FORMATS {
-            for b in bytes(4 * f.block_bytes()).chunks_exact(f.block_bytes()) {
-                let k = decode_k(f, b);
-                for e in 0..256 {
-                    let signed =
-                        gguf_value(f, b, e) as i8 - if f == KFormat::Q6_K { 32 } else { 0 };
-                    assert_eq!(signed, k.q[e], "{f:?} element {e}");
-                }
-            }
         }
     }
 

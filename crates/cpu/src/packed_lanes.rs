@@ -3,7 +3,7 @@
 //! 512-bit register, so that one `vpdpbusd` multiplies four elements of sixteen rows by the same
 //! four activations (broadcast), and a block's eight such products leave each row's exact block
 //! sum in its own lane. Every float step (a block's scales, the sums' multiply and add) then
-//! serves sixteen rows at once, where the row-by-row layout ([`crate::packed`]) pays it for each
+//! serves sixteen rows at once, where the row-by-row layout ([`Layout::Packed`]) pays it for each
 //! row and ends each row with a horizontal sum.
 //!
 //! A matrix in this layout has a multiple of [`LANES`] rows. Each run of sixteen rows (a
@@ -24,7 +24,8 @@
 //! 64 + 256 = 16 x 20, Q5_0 32 + 64 + 256 = 16 x 22, Q5_1 64 + 64 + 256 = 16 x 24, Q8_0
 //! 32 + 512 = 16 x 34.
 //!
-//! [`Layout::Lanes16`]: crate::packed::Layout::Lanes16
+//! [`Layout::Lanes16`]: crate::layout::Layout::Lanes16
+//! [`Layout::Packed`]: crate::layout::Layout::Packed
 
 use crate::formats::Q32Format;
 

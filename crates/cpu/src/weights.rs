@@ -7,8 +7,8 @@ use runahead_model::{ModelConfig, ModelError, Result, TensorNames};
 
 use crate::formats::WeightFormat;
 use crate::kernels::Kernels;
+use crate::layout::Layout;
 use crate::matmul::Matrix;
-use crate::packed::Layout;
 
 /// Bytes packed between releases of the file's pages.
 const PACK_BYTES: usize = 1 << 20;

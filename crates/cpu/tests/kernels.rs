@@ -394,10 +394,11 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
 /// sixteen weight rows side by side take (quantized in element order, arranged block by block).
 #[test]
 fn q32_products_do_not_depend_on_the_activations_arrangement() {
-    use runahead_cpu::activations::{q8_blocks_per_row, quantize_q8_for, Activations, Q8Rows};
+    use runahead_cpu::activations::{quantize_q8_for, Activations};
     use runahead_cpu::formats::Q32Format;
     use runahead_cpu::kernels::Out;
-    use runahead_cpu::packed::Layout;
+    use runahead_cpu::layout::Layout;
+    use runahead_cpu::q8::{q8_blocks_per_row, Q8Rows};
     // Sixteen rows: AVX-512 multiplies them side by side (`Layout::Lanes16`).
     let (rows, cols) = (16, 576);
     for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {

@@ -15,8 +15,8 @@ use runahead_cpu::{Isa, Kernels};
 fn a_gated_product_is_the_two_products_then_the_step() {
     use runahead_cpu::activations::Activations;
     use runahead_cpu::formats::{KFormat, Q32Format};
+    use runahead_cpu::layout::Layout;
     use runahead_cpu::matmul::matmul_gated;
-    use runahead_cpu::packed::Layout;
     use runahead_cpu::pool::with_team;
     let (rows, cols) = (208, 256); // 13 groups of sixteen rows
     for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {

@@ -1,6 +1,7 @@
 use std::ops::Deref;
 
-use crate::reader::{Gguf, TensorInfo};
+use crate::reader::Gguf;
+use crate::tensor_info::TensorInfo;
 use crate::{blocks, GgufError, Result};
 
 /// The bytes of a whole GGUF file: memory-mapped natively, owned in the browser.

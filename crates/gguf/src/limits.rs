@@ -6,7 +6,7 @@
 use std::mem::size_of;
 
 use crate::metadata::Value;
-use crate::reader::TensorInfo;
+use crate::tensor_info::TensorInfo;
 use crate::{GgufError, Result};
 
 /// Deepest nesting of metadata arrays accepted (an array of scalars is depth 1). Real files

@@ -2,39 +2,8 @@ use std::collections::HashMap;
 
 use crate::limits::{Budget, ENTRY_SIZE, MAX_ARRAY_DEPTH, TENSOR_SIZE, VALUE_SIZE};
 use crate::metadata::{Metadata, Value, ValueType};
+use crate::tensor_info::{checked_product, TensorInfo};
 use crate::{GgmlType, GgufError, Result, DEFAULT_ALIGNMENT, DEFAULT_HEADER_BUDGET, GGUF_MAGIC};
-
-/// One entry of the tensor table.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorInfo {
-    pub name: String,
-    /// GGML order: `shape[0]` is the innermost (contiguous) dimension. A weight matrix of a
-    /// linear layer from `in` to `out` features has shape `[in, out]`.
-    pub shape: Vec<u64>,
-    pub ty: GgmlType,
-    /// Offset of the first byte relative to the start of the data section.
-    pub offset: u64,
-    /// Size in bytes.
-    pub size: u64,
-}
-
-impl TensorInfo {
-    /// Number of elements. Parsing checked that it fits in u64; for a `TensorInfo` built by
-    /// hand, an overflowing product saturates instead of wrapping or panicking.
-    pub fn n_elements(&self) -> u64 {
-        checked_product(&self.shape).unwrap_or(u64::MAX)
-    }
-
-    /// Number of rows (product of all but the first dimension), saturating like
-    /// [`TensorInfo::n_elements`].
-    pub fn n_rows(&self) -> u64 {
-        checked_product(self.shape.get(1..).unwrap_or(&[])).unwrap_or(u64::MAX)
-    }
-}
-
-fn checked_product(dims: &[u64]) -> Option<u64> {
-    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
-}
 
 /// The parsed header of a GGUF file: version, metadata and tensor table. Tensor data stays
 /// in the file's bytes (see [`crate::GgufFile`]).

@@ -14,7 +14,7 @@
 use runahead_model::{Batch, LanguageModel, ModelError};
 use web_time::Instant;
 
-use crate::generate::MAX_DRAFT;
+use crate::limits::MAX_DRAFT;
 
 /// Block sizes `1..=BLOCKS` (a step verifies up to `MAX_DRAFT` nodes after the last token).
 const BLOCKS: usize = MAX_DRAFT + 1;

@@ -2,32 +2,16 @@
 
 use std::ops::ControlFlow;
 
-use runahead_model::{Batch, LanguageModel, ModelError};
+use runahead_model::{Batch, LanguageModel};
 use web_time::Instant;
 
 use crate::depth::{Depth, DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{observe_unverified, DraftRequest, Drafter};
-use crate::sampling::{Sampler, SamplingError, SamplingParams, Scores};
+use crate::error::GenerateError;
+use crate::limits::{MAX_DRAFT, PREFILL_CHUNK};
+use crate::sampling::{Sampler, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
-
-/// Longest block the prefill sends in one forward (bounds activation memory).
-pub const PREFILL_CHUNK: usize = 256;
-
-/// Longest draft verified in one forward.
-pub const MAX_DRAFT: usize = 15;
-
-#[derive(Debug, thiserror::Error)]
-pub enum GenerateError {
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
-    Sampling(#[from] SamplingError),
-    #[error("the prompt is empty")]
-    EmptyPrompt,
-    #[error("the prompt has {prompt} tokens but the context holds {context}: shorten it or raise the context size")]
-    PromptTooLong { prompt: usize, context: usize },
-}
 
 /// Where an emitted token came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

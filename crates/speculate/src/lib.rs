@@ -7,8 +7,10 @@ mod cost;
 mod depth;
 mod draft;
 mod drafter;
+mod error;
 mod generate;
 mod history;
+mod limits;
 mod model_drafter;
 mod report;
 mod sampling;
@@ -22,13 +24,15 @@ pub use cost::{calibrate, CostCurve, CostModel};
 pub use depth::{Adaptive, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{observe_unverified, ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
+pub use error::GenerateError;
 pub use generate::{
-    generate, generate_cached, generate_with, DrafterStats, GenerateError, GenerateOptions,
-    Generation, KvTokens, Provenance, Stats, StopReason, MAX_DRAFT, PREFILL_CHUNK,
+    generate, generate_cached, generate_with, DrafterStats, GenerateOptions, Generation, KvTokens,
+    Provenance, Stats, StopReason,
 };
 pub use history::{
     decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,
 };
+pub use limits::{MAX_DRAFT, PREFILL_CHUNK};
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};

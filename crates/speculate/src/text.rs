@@ -7,8 +7,9 @@ use std::ops::ControlFlow;
 use runahead_model::{LanguageModel, Tokenizer};
 
 use crate::drafter::Drafter;
+use crate::error::GenerateError;
 use crate::generate::{
-    generate_cached, GenerateError, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
+    generate_cached, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
 };
 use crate::stop::{StopMatcher, StopStrings};
 

@@ -7,7 +7,7 @@
 use runahead_model::{Batch, LanguageModel};
 
 use crate::draft::Draft;
-use crate::generate::GenerateError;
+use crate::error::GenerateError;
 use crate::sampling::{Distribution, Sampler, SamplingError, Scores};
 
 /// The outcome of verifying one draft.

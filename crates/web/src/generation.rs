@@ -14,7 +14,7 @@ use runahead_speculate::{
 use serde_json::Value;
 
 use crate::error::{Code, WebError};
-use crate::options::{self, DepthOption};
+use crate::options::{self, DepthOption, DEFAULT_HISTORY_TOKENS};
 
 /// Drafter names `generate` accepts (`model` only once a draft model is loaded).
 pub const DRAFTERS: &[&str] = &["none", "ngram", "suffix", "model", "auto"];
@@ -46,12 +46,6 @@ impl Default for Drafters {
         Drafters::new(DEFAULT_HISTORY_TOKENS)
     }
 }
-
-/// Tokens of earlier outputs the suffix drafter keeps by default (a page can set its own bound
-/// with the `historyTokens` load option, up to [`MAX_HISTORY_TOKENS`]).
-pub const DEFAULT_HISTORY_TOKENS: usize = 1 << 16;
-/// The largest `historyTokens`: the trie holds up to 40 nodes per token.
-pub const MAX_HISTORY_TOKENS: usize = 1 << 20;
 
 impl Drafters {
     /// Drafters whose suffix indices keep up to `history_tokens` tokens of earlier outputs.

@@ -321,13 +321,13 @@ async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebErr
     }
     let history_tokens = options
         .history_tokens
-        .unwrap_or(generation::DEFAULT_HISTORY_TOKENS);
-    if history_tokens > generation::MAX_HISTORY_TOKENS {
+        .unwrap_or(options::DEFAULT_HISTORY_TOKENS);
+    if history_tokens > options::MAX_HISTORY_TOKENS {
         return Err(WebError::new(
             Code::InvalidOption,
             format!(
                 "historyTokens: at most {} (got {history_tokens})",
-                generation::MAX_HISTORY_TOKENS
+                options::MAX_HISTORY_TOKENS
             ),
         ));
     }

@@ -1,6 +1,6 @@
-use super::quantize::quantize_value;
 use super::*;
-use crate::kernels::Isa;
+use crate::layout::*;
+use crate::q8::*;
 
 #[test]
 fn every_instruction_set_quantizes_to_the_same_bits() {
@@ -49,12 +49,12 @@ fn every_instruction_set_quantizes_to_the_same_bits() {
 /// of 3 groups.
 #[test]
 fn values_arranged_by_tile_are_the_rows_own() {
-    let (rows, row_blocks) = (11, 3 * Q8_GROUP);
+    let (rows, row_blocks) = (11, 3 * GROUP);
     let mut q = Q8Rows {
         layout: Q8Layout::Interleaved,
         ..Q8Rows::default()
     };
-    let groups = rows * row_blocks / Q8_GROUP;
+    let groups = rows * row_blocks / GROUP;
     q.qs = (0..rows * row_blocks).map(|b| [b as i8; 32]).collect();
     (q.d, q.s) = (vec![1.0; q.qs.len()], vec![0.5; q.qs.len()]);
     q.d8 = (0..groups).map(|g| [g as f32; 8]).collect();
@@ -64,10 +64,10 @@ fn values_arranged_by_tile_are_the_rows_own() {
     for t0 in (0..rows).step_by(TILE) {
         for g in 0..3 {
             for t in t0..TILE.min(rows - t0) + t0 {
-                let block = t * row_blocks + g * Q8_GROUP;
+                let block = t * row_blocks + g * GROUP;
                 let group = t * 3 + g;
-                let at = next * Q8_GROUP..(next + 1) * Q8_GROUP;
-                assert_eq!(q.tile_qs.as_slice()[at], q.qs[block..block + Q8_GROUP]);
+                let at = next * GROUP..(next + 1) * GROUP;
+                assert_eq!(q.tile_qs.as_slice()[at], q.qs[block..block + GROUP]);
                 assert_eq!(q.tile_d8.as_slice()[next], q.d8[group]);
                 assert_eq!(q.tile_ysum.as_slice()[next], q.ysum[group]);
                 next += 1;
@@ -81,8 +81,8 @@ fn values_arranged_by_tile_are_the_rows_own() {
 
 #[test]
 fn the_interleaved_layout_is_a_permutation_of_each_group() {
-    let mut seen = [false; 32 * Q8_GROUP];
-    for k in 0..Q8_GROUP {
+    let mut seen = [false; 32 * GROUP];
+    for k in 0..GROUP {
         for e in 0..32 {
             let p = interleaved_position(k, e);
             assert!(!seen[p], "position {p} taken twice");
@@ -166,8 +166,8 @@ fn non_finite_input_gives_a_nan_scale() {
 #[test]
 fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
     let (rows, spans) = (11, 1);
-    let row_blocks = SPAN * spans + Q8_GROUP;
-    let groups = row_blocks / Q8_GROUP;
+    let row_blocks = SPAN * spans + GROUP;
+    let groups = row_blocks / GROUP;
     let mut q = Q8Rows {
         layout: Q8Layout::Interleaved,
         spans,
@@ -197,9 +197,9 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
         let first = t0 * groups; // the tile's first group row
         for g in 0..spans * 2 {
             for t in 0..tile {
-                let (at, from) = (first + g * tile + t, (t0 + t) * row_blocks + g * Q8_GROUP);
-                let base = (first + g * tile) * Q8_GROUP; // the group's registers, in pairs
-                for c in 0..Q8_GROUP {
+                let (at, from) = (first + g * tile + t, (t0 + t) * row_blocks + g * GROUP);
+                let base = (first + g * tile) * GROUP; // the group's registers, in pairs
+                for c in 0..GROUP {
                     assert_eq!(qs[base + tile_chunk(tile, t, c)], q.qs[from + c]);
                 }
                 assert_eq!(d8[at], q.d8[(t0 + t) * groups + g]);
@@ -208,8 +208,8 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
         let tail = first + spans * 2 * tile; // the tail's group rows
         for t in 0..tile {
             let (place, side, row) = (tail + t / 2 * 2, t % 2, t0 + t);
-            let pair = qs[place * Q8_GROUP..][..Q8_GROUP].as_flattened();
-            let own = q.qs[row * row_blocks + SPAN * spans..][..Q8_GROUP].as_flattened();
+            let pair = qs[place * GROUP..][..GROUP].as_flattened();
+            let own = q.qs[row * row_blocks + SPAN * spans..][..GROUP].as_flattened();
             for k in 0..2 {
                 for e in 0..32 {
                     let want = own[interleaved_position(k, e)];
@@ -230,9 +230,7 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
             if side == 1 || t + 1 == tile {
                 let other = tail + t / 2 * 2 + 1;
                 if other < tail + tile {
-                    assert!(qs[other * Q8_GROUP..][..Q8_GROUP]
-                        .iter()
-                        .all(|r| *r == [0; 32]));
+                    assert!(qs[other * GROUP..][..GROUP].iter().all(|r| *r == [0; 32]));
                     assert_eq!((d8[other], ysum[other]), ([0.0; 8], [0; 8]));
                 }
             }
@@ -251,9 +249,9 @@ fn a_tail_of_two_blocks_is_arranged_two_rows_to_a_register() {
 #[test]
 fn a_span_group_holds_its_rows_in_pairs() {
     for tile in 1..=TILE {
-        let mut seen = vec![false; tile * Q8_GROUP];
+        let mut seen = vec![false; tile * GROUP];
         for t in 0..tile {
-            for c in 0..Q8_GROUP {
+            for c in 0..GROUP {
                 let at = tile_chunk(tile, t, c);
                 assert!(!seen[at], "tile {tile}: row {t} register {c} twice");
                 seen[at] = true;
@@ -265,7 +263,7 @@ fn a_span_group_holds_its_rows_in_pairs() {
         assert!(seen.iter().all(|&s| s), "tile {tile}");
         if !tile.is_multiple_of(2) {
             let last = tile - 1;
-            assert!((0..Q8_GROUP).all(|c| tile_chunk(tile, last, c) == last * Q8_GROUP + c));
+            assert!((0..GROUP).all(|c| tile_chunk(tile, last, c) == last * GROUP + c));
         }
     }
 }

@@ -41,17 +41,16 @@ pub mod scalar;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 mod softmax;
+#[cfg(test)]
+mod tests;
 mod widened;
 pub use widened::PAIRS_A_PASS;
 
-use crate::activations::{BlockQ8K, Q8Layout, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format, WeightFormat};
-use crate::packed::{self, Layout};
+use crate::layout::{Layout, Q8Layout, TILE};
+use crate::packed;
 use crate::packed_k;
-
-/// Activation rows a kernel multiplies by one decoded weight row at once (each weight block is
-/// decoded once per tile). More rows are computed tile after tile with the same result.
-pub const TILE: usize = 8;
+use crate::q8::{BlockQ8K, Q8Slice};
 
 /// Environment variable that forces the portable kernels (`RUNAHEAD_CPU_KERNELS=scalar`).
 pub const KERNELS_ENV: &str = "RUNAHEAD_CPU_KERNELS";
@@ -161,19 +160,19 @@ impl Kernels {
     }
 
     /// Whether [`Kernels::q32_rows`] wants a block's activation scales arranged by tile
-    /// ([`crate::activations::Q8Rows::arrange_tile_scales`]) when it has several rows.
+    /// ([`crate::q8::Q8Rows::arrange_tile_scales`]) when it has several rows.
     pub fn scales_by_tile(self) -> bool {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
     /// Whether [`Kernels::q32_rows`] wants a tile's activation values arranged by tile too
-    /// ([`crate::activations::Q8Rows::arrange_tile_values`]) when it has several rows.
+    /// ([`crate::q8::Q8Rows::arrange_tile_values`]) when it has several rows.
     pub fn values_by_tile(self) -> bool {
         matches!(self.isa, Isa::Avx2 | Isa::Avx512)
     }
 
     /// Whether [`Kernels::q32_rows`] wants a tile's activations arranged block by block
-    /// ([`crate::activations::Q8Rows::arrange_lanes`]) when it has several rows: the AVX-512
+    /// ([`crate::q8::Q8Rows::arrange_lanes`]) when it has several rows: the AVX-512
     /// kernels of [`Layout::Lanes16`].
     pub fn lanes_by_tile(self) -> bool {
         self.isa == Isa::Avx512
@@ -321,7 +320,7 @@ impl Kernels {
         debug_assert!((1..=TILE).contains(&out.tile()));
         debug_assert_eq!(
             x.len(),
-            out.tile() * crate::activations::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
+            out.tile() * crate::q8::q8_blocks_per_row(row_bytes / f.block_bytes() * 32)
         );
         if layout == Layout::Lanes16 {
             #[cfg(target_arch = "x86_64")]

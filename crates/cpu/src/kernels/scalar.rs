@@ -24,9 +24,9 @@ use half::{bf16, f16};
 
 use super::{Rows, Widen};
 
-use crate::activations::{BlockQ8K, Q8Slice};
 use crate::formats::{FloatFormat, KFormat, Q32Format};
-use crate::kernels::TILE;
+use crate::layout::{GROUP, SPAN, TILE};
+use crate::q8::{BlockQ8K, Q8Slice};
 
 /// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`: the one horizontal sum of eight lanes
 /// (what a 256-bit register halves, then halves again).
@@ -115,18 +115,12 @@ pub fn decode_q32(f: Q32Format, b: &[u8]) -> (f32, f32, [i8; 32]) {
     }
 }
 
-/// Blocks per group of a 32-element-block product (activation rows are padded to it).
-pub const GROUP: usize = crate::activations::Q8_GROUP;
-
-/// Blocks per span: the blocks whose whole sums share one register of eight lanes.
-pub const SPAN: usize = 2 * GROUP;
-
 /// `sum(w[i] * x[i])` (exact in i32).
 fn int_dot(w: &[i8; 32], x: &[i8; 32]) -> i32 {
     w.iter().zip(x).map(|(&a, &b)| a as i32 * b as i32).sum()
 }
 
-/// `x` holds [`crate::activations::q8_blocks_per_row`] blocks per row.
+/// `x` holds [`crate::q8::q8_blocks_per_row`] blocks per row.
 pub fn q32_tile(f: Q32Format, w_row: &[u8], x: Q8Slice, out: &mut [f32]) {
     let bb = f.block_bytes();
     let nb = w_row.len() / bb;

@@ -2,8 +2,8 @@
 //! comparisons of an instruction set's kernels with the scalar ones.
 
 use runahead_cpu::formats::WeightFormat;
+use runahead_cpu::layout::Layout;
 use runahead_cpu::matmul::Matrix;
-use runahead_cpu::packed::Layout;
 use runahead_cpu::Kernels;
 
 use super::{assert_bits_eq, product, random_input, random_matrix};

@@ -5,10 +5,11 @@
 
 pub mod kernel_cases;
 
-use runahead_cpu::activations::{quantize_q8, quantize_q8k, Activations, Q8Rows};
+use runahead_cpu::activations::Activations;
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::{matmul, Matrix};
 use runahead_cpu::pool::with_team;
+use runahead_cpu::q8::{quantize_q8, quantize_q8k, Q8Rows};
 use runahead_cpu::Kernels;
 use runahead_gguf::dequantize;
 use runahead_model::testing::{random_blocks, TestRng};

@@ -13,10 +13,10 @@
 use std::arch::x86_64::*;
 
 use super::{f16_at, lanes as lanes_ps, load16, load32, load32_i8, prefetch_ahead, tile_hsum8};
-use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar;
 use crate::kernels::{each_row, Out};
+use crate::q8::BlockQ8K;
 
 const Q4_K: u8 = 0;
 const Q5_K: u8 = 1;

@@ -8,7 +8,7 @@ use super::q32_group::decode_group;
 use super::q32_span::decode_span;
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{GROUP, SPAN};
+use crate::layout::{GROUP, SPAN};
 use crate::packed;
 
 /// Same bytes as [`packed::pack_rows`].

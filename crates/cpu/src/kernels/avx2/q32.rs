@@ -21,9 +21,9 @@
 //! splits a line; and the tile's eight rows are summed side by side at the end
 //! ([`tile_hsum8`]), the same additions as each row's own.
 //!
-//! [`Q8Rows::arrange_tile_values`]: crate::activations::Q8Rows::arrange_tile_values
-//! [`Q8Rows::d8`]: crate::activations::Q8Rows::d8
-//! [`Q8Rows::ysum`]: crate::activations::Q8Rows::ysum
+//! [`Q8Rows::arrange_tile_values`]: crate::q8::Q8Rows::arrange_tile_values
+//! [`Q8Rows::d8`]: crate::q8::Q8Rows::d8
+//! [`Q8Rows::ysum`]: crate::q8::Q8Rows::ysum
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -36,12 +36,13 @@ use super::q32_sums::{
     unsigned_weights, unsigned_weights_vnni,
 };
 use super::{lanes, tile_hsum4, tile_hsum8};
-use crate::activations::{tile_chunk, Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP, SPAN};
+use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8};
 use crate::kernels::{each_row, Out};
-use crate::packed::{self, Layout};
+use crate::layout::{Layout, Q8Layout, GROUP, SPAN};
+use crate::packed;
+use crate::q8::{tile_chunk, Q8Slice};
 
 /// See [`crate::kernels::Kernels::q32_rows`]; `vnni`: the integer sums by AVX-512 VNNI.
 ///

@@ -1,4 +1,4 @@
-//! A group of four 32-element blocks for the q32 tile kernel ([`super::q32`]), in the
+//! A group of four 32-element blocks for the q32 tile kernel (`q32.rs`), in the
 //! half-block layout the groups after a row's spans keep: its four weight registers (register
 //! `q`, lane `l`: one quad of half-block sum `l`, block `l % 4`, half `l / 4`) from the file's
 //! order, packed, or a packed pair; and the activations' arrangement into spans and groups.
@@ -6,10 +6,9 @@
 use std::arch::x86_64::*;
 
 use super::prefetch_ahead;
-use super::q32_span::transpose8;
 use super::{load16, load32};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{GROUP, SPAN};
+use crate::layout::{GROUP, SPAN};
 use crate::packed;
 /// The 32 nibbles of `qs[..16]` as bytes in element order: low nibbles (elements 0..16),
 /// then high nibbles (16..32).
@@ -69,7 +68,7 @@ pub(crate) fn interleave(b: [__m256i; GROUP]) -> [__m256i; GROUP] {
 }
 
 /// Rearranges a row's activation blocks (whole groups, the first `spans` pairs of them spans)
-/// from element order to [`crate::activations::Q8Layout::Interleaved`].
+/// from element order to [`crate::layout::Q8Layout::Interleaved`].
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -297,4 +296,45 @@ pub(super) unsafe fn decode_at<const F: u8, const P: bool, const T: usize>(
             (decode_group::<F>(&padded[..]), dw, mw)
         }
     }
+}
+
+/// Eight blocks in element order (`b[o]`: block `o`'s 32 bytes) to a span's registers: an
+/// 8 x 8 transpose of 32-bit words.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn transpose8(b: [__m256i; SPAN]) -> [__m256i; SPAN] {
+    // Within each 128-bit lane: words of blocks (0..4) and (4..8) gathered, then the lanes
+    // swapped across: register q takes word q of every block.
+    let t = [
+        _mm256_unpacklo_epi32(b[0], b[1]),
+        _mm256_unpackhi_epi32(b[0], b[1]),
+        _mm256_unpacklo_epi32(b[2], b[3]),
+        _mm256_unpackhi_epi32(b[2], b[3]),
+        _mm256_unpacklo_epi32(b[4], b[5]),
+        _mm256_unpackhi_epi32(b[4], b[5]),
+        _mm256_unpacklo_epi32(b[6], b[7]),
+        _mm256_unpackhi_epi32(b[6], b[7]),
+    ];
+    let u = [
+        _mm256_unpacklo_epi64(t[0], t[2]),
+        _mm256_unpackhi_epi64(t[0], t[2]),
+        _mm256_unpacklo_epi64(t[1], t[3]),
+        _mm256_unpackhi_epi64(t[1], t[3]),
+        _mm256_unpacklo_epi64(t[4], t[6]),
+        _mm256_unpackhi_epi64(t[4], t[6]),
+        _mm256_unpacklo_epi64(t[5], t[7]),
+        _mm256_unpackhi_epi64(t[5], t[7]),
+    ];
+    // u[k] (k < 4): word k of blocks 0..4 in the low lane, word k + 4 in the high; u[k + 4]
+    // the same of blocks 4..8.
+    [
+        _mm256_permute2x128_si256::<0x20>(u[0], u[4]),
+        _mm256_permute2x128_si256::<0x20>(u[1], u[5]),
+        _mm256_permute2x128_si256::<0x20>(u[2], u[6]),
+        _mm256_permute2x128_si256::<0x20>(u[3], u[7]),
+        _mm256_permute2x128_si256::<0x31>(u[0], u[4]),
+        _mm256_permute2x128_si256::<0x31>(u[1], u[5]),
+        _mm256_permute2x128_si256::<0x31>(u[2], u[6]),
+        _mm256_permute2x128_si256::<0x31>(u[3], u[7]),
+    ]
 }

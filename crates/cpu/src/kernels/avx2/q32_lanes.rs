@@ -1,31 +1,32 @@
 //! 32-element block formats in [`Layout::Lanes16`] ([`crate::packed_lanes`]) against 8-bit
 //! activation blocks, with AVX-512 VNNI: sixteen weight rows in the sixteen lanes of a register,
 //! four activations broadcast to all of them, so eight `vpdpbusd` leave each row's exact block
-//! sum in its lane, and each float step ([`scalar::q32_tile`]'s scale multiply, the sum's
+//! sum in its lane, and each float step ([`crate::kernels::scalar::q32_tile`]'s scale multiply, the sum's
 //! conversion, multiply and add) serves sixteen rows.
 //!
-//! The order is the definition's: [`scalar::q32_tile`]'s lane `l` adds the products of blocks
+//! The order is the definition's: [`crate::kernels::scalar::q32_tile`]'s lane `l` adds the products of blocks
 //! `l, l + 8, l + 16, ..` in turn; here each lane's chain is a register per activation row
 //! (sixteen weight rows each), walked block after block for small tiles and lane after lane for
-//! larger ones (see [`SEQUENTIAL_ROWS`]), and [`scalar::hsum8`]'s additions are done between the
+//! larger ones (see [`SEQUENTIAL_ROWS`]), and [`crate::kernels::scalar::hsum8`]'s additions are done between the
 //! eight chains' registers, lane by lane. So the bits are the scalar kernel's (and every other instruction set's), whatever
 //! the tile's rows. The offsets' products of Q4_1 and Q5_1 are a pass of their own per
 //! [`GROUP`] lane, in the same way. A block absent from a lane's chain (past the row's last)
 //! is skipped where the definition adds a zero product: a chain that starts at +0.0 never holds
 //! -0.0, so adding +0.0 would change nothing.
 //!
-//! [`Layout::Lanes16`]: crate::packed::Layout::Lanes16
+//! [`Layout::Lanes16`]: crate::layout::Layout::Lanes16
 
 use std::arch::x86_64::*;
 
-use crate::activations::{interleaved_position, span_position, Q8Layout, Q8Slice};
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{GROUP, SPAN};
 use crate::kernels::Out;
+use crate::layout::{interleaved_position, span_position, Q8Layout};
+use crate::layout::{GROUP, SPAN};
 use crate::packed_lanes::{offsets, LANES};
+use crate::q8::Q8Slice;
 
-/// See [`crate::kernels::Kernels::q32_rows`], the rows in [`Layout::Lanes16`].
+/// See [`crate::kernels::Kernels::q32_rows`], the rows in [`crate::layout::Layout::Lanes16`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and VNNI; `w` must hold whole groups of packed rows, and a
@@ -245,7 +246,7 @@ impl Blocks<'_> {
 
 /// Where quad `q` of a block sits from its quad 0: in an interleaved span (lane `o` of register
 /// `q`), in element order, and in an interleaved group after the spans
-/// ([`crate::activations::interleaved_position`]: quads 0..4 of the block's first half 32
+/// ([`crate::layout::interleaved_position`]: quads 0..4 of the block's first half 32
 /// bytes apart, those of its second half 16 bytes after them).
 const SPAN_QUADS: u8 = 0;
 const BLOCK_QUADS: u8 = 1;

@@ -1,9 +1,9 @@
-//! The spans of a VNNI tile of several rows ([`super::q32`]) two activation rows to a 512-bit
+//! The spans of a VNNI tile of several rows (`q32.rs`) two activation rows to a 512-bit
 //! register: a span's weights decoded once into both halves, each pair of rows' same register
 //! side by side in the arranged activations ([`tile_chunk`]), so one `vpdpbusd` multiplies the
 //! weights by two rows, and the float steps scale and add both rows' lanes at once.
 //!
-//! Each lane computes exactly what [`super::q32`]'s 256-bit span loop computes for its row (the
+//! Each lane computes exactly what `q32.rs`'s 256-bit span loop computes for its row (the
 //! same exact integer sums, then the same multiplies and adds of the same operands in the same
 //! order), so the bits are the same; what changes is the instruction count, halved where a core
 //! multiplies 512 bits as fast as 256 (Zen 5 and the Xeons: eight-row products ~40% faster).
@@ -14,9 +14,9 @@ use std::ops::Range;
 
 use super::q32_span::span_at;
 use super::q32_sums::{offset_shift_vnni, unsigned_weights_vnni};
-use crate::activations::tile_chunk;
 use crate::kernels::q32_ids::format;
-use crate::kernels::scalar::{GROUP, SPAN};
+use crate::layout::{GROUP, SPAN};
+use crate::q8::tile_chunk;
 
 /// Rows `2p` (low half) and `2p + 1` (high half) of `acc` in one register; zeros for a row past
 /// the tile.
@@ -64,15 +64,15 @@ unsafe fn load_pair(at: *const __m256i, two: bool) -> __m512i {
 /// The span groups `groups` (whole spans) of weight row `w_row` (format `F`, packed when `P`)
 /// against the tile's `T` rows, added into each row's span lanes `acc` (returned; all zeros when
 /// `fresh`, the row's first chunk: not read, since reading back lanes just stored to memory
-/// stalled the loop a quarter of its time), as [`super::q32`]'s span loop adds them. Formats
+/// stalled the loop a quarter of its time), as `q32.rs`'s span loop adds them. Formats
 /// with a minimum add each group's offsets' products into `offsets` (rows 2p and 2p + 1 in the
-/// halves of register p, an odd last row in the last: what [`super::q32`]'s pass after the
+/// halves of register p, an odd last row in the last: what `q32.rs`'s pass after the
 /// group loop adds, group after group, in the same order), here beside the byte products that
 /// wait on their loads, where a pass of their own took a fifth of a Q4_1 tile's time.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F, VL and VNNI. `qs`, `d8`, `ysum` and `s` are the tile's
-/// arranged activations as [`super::q32`] takes them, holding `T` rows of every group in
+/// arranged activations as `q32.rs` takes them, holding `T` rows of every group in
 /// `groups`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]

@@ -1,4 +1,4 @@
-//! A span of eight 32-element blocks for the q32 tile kernel ([`super::q32`]): its eight
+//! A span of eight 32-element blocks for the q32 tile kernel (`q32.rs`): its eight
 //! weight registers in the activations' span layout (register `q`, lane `o`: elements
 //! `4q..4q + 4` of block `o`), from the file's order or packed ([`crate::packed`]), so that
 //! eight byte products per row leave one exact sum per block in each lane; and the step that
@@ -6,52 +6,11 @@
 
 use std::arch::x86_64::*;
 
-use super::q32_group::{five_bits, nibbles};
+use super::q32_group::{five_bits, nibbles, transpose8};
 use super::{load16, load32, prefetch_ahead};
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{GROUP, SPAN};
+use crate::layout::{GROUP, SPAN};
 use crate::packed;
-
-/// Eight blocks in element order (`b[o]`: block `o`'s 32 bytes) to a span's registers: an
-/// 8 x 8 transpose of 32-bit words.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn transpose8(b: [__m256i; SPAN]) -> [__m256i; SPAN] {
-    // Within each 128-bit lane: words of blocks (0..4) and (4..8) gathered, then the lanes
-    // swapped across: register q takes word q of every block.
-    let t = [
-        _mm256_unpacklo_epi32(b[0], b[1]),
-        _mm256_unpackhi_epi32(b[0], b[1]),
-        _mm256_unpacklo_epi32(b[2], b[3]),
-        _mm256_unpackhi_epi32(b[2], b[3]),
-        _mm256_unpacklo_epi32(b[4], b[5]),
-        _mm256_unpackhi_epi32(b[4], b[5]),
-        _mm256_unpacklo_epi32(b[6], b[7]),
-        _mm256_unpackhi_epi32(b[6], b[7]),
-    ];
-    let u = [
-        _mm256_unpacklo_epi64(t[0], t[2]),
-        _mm256_unpackhi_epi64(t[0], t[2]),
-        _mm256_unpacklo_epi64(t[1], t[3]),
-        _mm256_unpackhi_epi64(t[1], t[3]),
-        _mm256_unpacklo_epi64(t[4], t[6]),
-        _mm256_unpackhi_epi64(t[4], t[6]),
-        _mm256_unpacklo_epi64(t[5], t[7]),
-        _mm256_unpackhi_epi64(t[5], t[7]),
-    ];
-    // u[k] (k < 4): word k of blocks 0..4 in the low lane, word k + 4 in the high; u[k + 4]
-    // the same of blocks 4..8.
-    [
-        _mm256_permute2x128_si256::<0x20>(u[0], u[4]),
-        _mm256_permute2x128_si256::<0x20>(u[1], u[5]),
-        _mm256_permute2x128_si256::<0x20>(u[2], u[6]),
-        _mm256_permute2x128_si256::<0x20>(u[3], u[7]),
-        _mm256_permute2x128_si256::<0x31>(u[0], u[4]),
-        _mm256_permute2x128_si256::<0x31>(u[1], u[5]),
-        _mm256_permute2x128_si256::<0x31>(u[2], u[6]),
-        _mm256_permute2x128_si256::<0x31>(u[3], u[7]),
-    ]
-}
 
 /// A span's weights in the file's order (`span`: its eight blocks' bytes) as registers:
 /// unsigned for the 4- and 5-bit formats, signed for Q8_0.

@@ -1,4 +1,4 @@
-//! The q32 tile kernel's integer sums ([`super::q32`]): a group's exact lane sums against one
+//! The q32 tile kernel's integer sums (`q32.rs`): a group's exact lane sums against one
 //! activation row, by AVX2's byte products or by AVX-512 VNNI's. Both multiply unsigned weight
 //! bytes by signed activations; what makes a format's weights unsigned, and the offset that
 //! takes back out of the sums (a multiple of the activations' lane sums), is per instruction set.
@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 use crate::kernels::q32_ids::{Q4_0, Q5_0, Q8_0};
 #[cfg(doc)]
 use crate::kernels::scalar;
-use crate::kernels::scalar::{GROUP, SPAN};
+use crate::layout::{GROUP, SPAN};
 
 /// The weights' unsigned operand for [`lane_sums`]: Q8_0's magnitudes (its signs go onto the
 /// activations, per row), else the weights as decoded.

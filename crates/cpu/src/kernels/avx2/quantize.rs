@@ -1,10 +1,10 @@
-//! Activations quantized to 8 bits in blocks of 32 (see [`crate::activations`]).
+//! Activations quantized to 8 bits in blocks of 32 (see [`crate::q8`]).
 
 use std::arch::x86_64::*;
 
-use crate::activations::{push_quantized, q8_blocks_per_row, Q8Rows};
+use crate::q8::{push_quantized, q8_blocks_per_row, Q8Rows};
 
-/// [`crate::activations::quantize_q8`] in AVX2 by hand, the same IEEE operations (the
+/// [`crate::q8::quantize_q8`] in AVX2 by hand, the same IEEE operations (the
 /// compiler's own vectorization of it took 2.5 times as long): a block's largest magnitude in
 /// eight lanes (a maximum, exact in any order), then `v * id + MAGIC` for all 32 values and
 /// their sum. A block holding NaN or an infinity takes the portable function.

@@ -6,11 +6,12 @@
 use core::arch::aarch64::*;
 
 use super::{f16x4_to_f32, lanes8, load16, load16_i8, load4, store4};
-use crate::activations::Q8Slice;
 use crate::formats::Q32Format;
 use crate::kernels::q32_ids::{block_bytes, format, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0};
-use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8, GROUP};
+use crate::kernels::scalar::{self, finish_q32, hsum4, hsum8};
 use crate::kernels::{each_row, Out};
+use crate::layout::GROUP;
+use crate::q8::Q8Slice;
 
 /// See [`crate::kernels::Kernels::q32_rows`].
 #[target_feature(enable = "neon")]

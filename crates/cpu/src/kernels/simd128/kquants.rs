@@ -11,10 +11,11 @@
 use core::arch::wasm32::*;
 
 use super::{lanes8, load16, load16_i8, reduce4};
-use crate::activations::BlockQ8K;
 use crate::formats::KFormat;
 use crate::kernels::scalar::{self, f16_at, hsum8, k_scales_mins};
-use crate::kernels::{each_row, Out, TILE};
+use crate::kernels::{each_row, Out};
+use crate::layout::TILE;
+use crate::q8::BlockQ8K;
 
 /// A decoded super-block.
 struct Decoded {

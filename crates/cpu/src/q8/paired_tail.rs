@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{interleaved_position, Q8Rows, Q8_GROUP};
+use super::{interleaved_position, Q8Rows, GROUP};
 
 impl Q8Rows {
     /// The last group of a tile's rows `tile` ([`Q8Rows::paired_tail`]) into the arranged
@@ -21,18 +21,15 @@ impl Q8Rows {
         d8: &mut [[f32; 8]],
         ysum: &mut [[i32; 8]],
     ) {
-        let groups = row_blocks / Q8_GROUP;
+        let groups = row_blocks / GROUP;
         let g = groups - 1;
         for (i, t) in tile.clone().enumerate() {
-            let at = (next + i) * Q8_GROUP;
-            qs[at..at + Q8_GROUP].fill([0; 32]);
+            let at = (next + i) * GROUP;
+            qs[at..at + GROUP].fill([0; 32]);
             (d8[next + i], ysum[next + i]) = ([0.0; 8], [0; 8]);
             let (place, side) = (next + i / 2 * 2, i % 2);
-            let group = &self.qs[t * row_blocks + g * Q8_GROUP..][..Q8_GROUP];
-            let (from, to) = (
-                group.as_flattened(),
-                &mut qs[place * Q8_GROUP..][..Q8_GROUP],
-            );
+            let group = &self.qs[t * row_blocks + g * GROUP..][..GROUP];
+            let (from, to) = (group.as_flattened(), &mut qs[place * GROUP..][..GROUP]);
             let to = to.as_flattened_mut();
             for k in 0..2 {
                 for e in 0..32 {

@@ -4,19 +4,20 @@
 
 use std::mem::take;
 
-use super::{Q8Layout, Q8Rows, Q8_GROUP};
-use crate::kernels::TILE;
+use super::Q8Rows;
+use crate::layout::TILE;
+use crate::layout::{Q8Layout, GROUP};
 
-/// Where row `t`'s 32-byte register `c` (0..[`Q8_GROUP`]) of a span's group sits among the
-/// `tile * Q8_GROUP` of that group arranged by tile ([`Q8Rows::arrange_tile_values`]): rows
+/// Where row `t`'s 32-byte register `c` (0..[`GROUP`]) of a span's group sits among the
+/// `tile * GROUP` of that group arranged by tile ([`Q8Rows::arrange_tile_values`]): rows
 /// in pairs, register by register (row `2p`'s `c`, then row `2p + 1`'s), so that one 64-byte
 /// load holds the same register of two rows (the AVX-512 kernels multiply two rows at once);
 /// an odd tile's last row after the pairs, in order.
 pub const fn tile_chunk(tile: usize, t: usize, c: usize) -> usize {
     if t < tile / 2 * 2 {
-        t / 2 * 2 * Q8_GROUP + 2 * c + t % 2
+        t / 2 * 2 * GROUP + 2 * c + t % 2
     } else {
-        t * Q8_GROUP + c
+        t * GROUP + c
     }
 }
 
@@ -27,15 +28,15 @@ impl Q8Rows {
     /// offsets.
     pub fn arrange_tile_scales(&mut self, row_blocks: usize) {
         let rows = self.d.len() / row_blocks.max(1);
-        let groups = row_blocks / Q8_GROUP;
+        let groups = row_blocks / GROUP;
         let mut tile_s = take(&mut self.tile_s);
         tile_s.clear();
         for t0 in (0..rows).step_by(TILE) {
             let tile = TILE.min(rows - t0);
             for g in 0..groups {
                 for t in t0..t0 + tile {
-                    let at = t * row_blocks + g * Q8_GROUP;
-                    tile_s.extend_from_slice(&self.s[at..at + Q8_GROUP]);
+                    let at = t * row_blocks + g * GROUP;
+                    tile_s.extend_from_slice(&self.s[at..at + GROUP]);
                 }
             }
         }
@@ -51,7 +52,7 @@ impl Q8Rows {
     pub fn arrange_tile_values(&mut self, row_blocks: usize) {
         debug_assert_eq!(self.layout, Q8Layout::Interleaved);
         let rows = self.qs.len() / row_blocks.max(1);
-        let groups = row_blocks / Q8_GROUP;
+        let groups = row_blocks / GROUP;
         let (mut qs, mut d8) = (take(&mut self.tile_qs), take(&mut self.tile_d8));
         let mut ysum = take(&mut self.tile_ysum);
         // (Every element is written below.)
@@ -71,13 +72,13 @@ impl Q8Rows {
                 }
                 // A span's groups in pairs of rows (`tile_chunk`), the groups after them in order.
                 let in_pairs = g < 2 * self.spans;
-                let base = next * Q8_GROUP;
+                let base = next * GROUP;
                 for (i, t) in (t0..t0 + tile).enumerate() {
-                    let at = t * row_blocks + g * Q8_GROUP;
-                    for c in 0..Q8_GROUP {
+                    let at = t * row_blocks + g * GROUP;
+                    for c in 0..GROUP {
                         let to = match in_pairs {
                             true => base + tile_chunk(tile, i, c),
-                            false => base + i * Q8_GROUP + c,
+                            false => base + i * GROUP + c,
                         };
                         qs_to[to] = self.qs[at + c];
                     }

@@ -1,31 +1,17 @@
 //! A tile's activations arranged for the kernels of sixteen weight rows side by side
-//! ([`crate::packed_lanes`]): block by block, the tile's rows side by side, each block's values
+//! ([`Layout::Lanes16`]): block by block, the tile's rows side by side, each block's values
 //! in element order. The kernel then reaches every row's quads, scale and sum of a block at
 //! fixed offsets from one place, where each row's own place cost it an address register per
 //! row (eight rows and their scales spilled the x86 registers).
 
 use std::mem::take;
 
-use super::{q8_blocks_per_row, quantize_q8_blocks_for, Q8Layout, Q8Rows, Q8Slice};
-use crate::kernels::{Kernels, TILE};
+use super::{Q8Rows, Q8Slice};
+#[cfg(doc)]
+use crate::layout::Layout;
+use crate::layout::{Q8Layout, TILE};
 
 impl Q8Rows {
-    /// The rows of `x` (`cols` values each) for the kernels of sixteen weight rows side by side
-    /// alone: quantized in element order (the row-by-row kernels' interleaving and group sums
-    /// are for them only) and arranged block by block, a lone row too (its blocks' sums are
-    /// then made once, not at every group of weight rows). At eight rows the interleaving, the
-    /// group sums and the arrangement that undid the interleaving quad by quad were a third of
-    /// what the caller's thread ran alone while the others waited.
-    pub(crate) fn quantize_for_lanes(&mut self, kernels: Kernels, x: &[f32], cols: usize) {
-        // The quantization's own sums, for the arrangement to copy.
-        self.keep_sums = true;
-        for row in x.chunks_exact(cols) {
-            quantize_q8_blocks_for(kernels, row, self);
-        }
-        self.layout = Q8Layout::Blocks;
-        self.arrange_lanes(q8_blocks_per_row(cols));
-    }
-
     /// Copies the values (in element order), scales and sums of rows of `row_blocks` blocks
     /// into `lanes_qs`, `lanes_d` and `lanes_sum`, tile by tile of [`TILE`] rows, and in a tile
     /// block by block with the tile's rows side by side.

@@ -1,12 +1,9 @@
 //! Quantization of activation rows to 8 bits: blocks of 32 (for the 32-element weight formats)
-//! and of 256 (for the K-quants), portable and compiled for the instruction set in use (the same
-//! values).
+//! and of 256 (for the K-quants), the portable way (`activations.rs` compiles it for the
+//! instruction set in use, with the same values).
 
-use super::{BlockQ8K, Q8Layout, Q8Rows};
-use crate::kernels::scalar::SPAN;
-#[cfg(target_arch = "x86_64")]
-use crate::kernels::Isa;
-use crate::kernels::Kernels;
+use super::{BlockQ8K, Q8Rows};
+use crate::layout::{GROUP, SPAN};
 
 /// The scale of a block whose largest magnitude is `amax`, and its inverse (0 for an all-zero
 /// block). A NaN or infinite value makes the scale NaN, so it reaches the output as NaN (a
@@ -32,7 +29,7 @@ fn scale_of(block: &[f32]) -> (f32, f32) {
 /// the block's largest magnitude), so the result is in [-127, 127]: the activation side of an
 /// unsigned x signed byte product never holds -128, and SIMD sign tricks cannot overflow.
 #[inline(always)]
-pub(super) fn quantize_value(v: f32, id: f32) -> i8 {
+pub(crate) fn quantize_value(v: f32, id: f32) -> i8 {
     // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits (plain IEEE
     // arithmetic, no libm `rintf` call, and integer-only after it, so the loop vectorizes).
     const MAGIC: f32 = 12_582_912.0;
@@ -53,13 +50,9 @@ fn quantize_block(block: &[f32], qs: &mut [i8]) -> f32 {
     d
 }
 
-/// Blocks of 32 per row are padded to a multiple of this with empty blocks (zero values and
-/// scales), so SIMD kernels take four blocks at a time without a tail.
-pub const Q8_GROUP: usize = 4;
-
 /// Blocks a row of `cols` activations takes in [`Q8Rows`], padding included.
 pub fn q8_blocks_per_row(cols: usize) -> usize {
-    (cols / 32).div_ceil(Q8_GROUP) * Q8_GROUP
+    (cols / 32).div_ceil(GROUP) * GROUP
 }
 
 /// Appends the blocks of one row `x` (a whole number of blocks of 32) to `out`, padded.
@@ -67,41 +60,9 @@ pub fn quantize_q8(x: &[f32], out: &mut Q8Rows) {
     quantize_q8_portable(x, out)
 }
 
-/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in the
-/// layout its kernels take ([`Kernels::q8_layout`]).
-pub fn quantize_q8_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
-    quantize_q8_blocks_for(kernels, x, out);
-    let row_blocks = q8_blocks_per_row(x.len());
-    let first = out.qs.len() - row_blocks;
-    out.layout = kernels.q8_layout();
-    if out.layout == Q8Layout::Interleaved {
-        (out.spans, out.row_blocks) = (x.len() / 32 / SPAN, row_blocks);
-        out.paired_tail = x.len() / 32 % SPAN == 2;
-        group_sums(
-            &out.qs[first..],
-            &out.d[first..],
-            out.spans,
-            &mut out.d8,
-            &mut out.ysum,
-        );
-    }
-    kernels.arrange_q8(&mut out.qs[first..], out.spans);
-}
-
-/// [`quantize_q8`] compiled for the instruction set of `kernels` (the same values), in
-/// [`Q8Layout::Blocks`] whatever the kernels' own layout.
-pub(crate) fn quantize_q8_blocks_for(kernels: Kernels, x: &[f32], out: &mut Q8Rows) {
-    match kernels.isa() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-        Isa::Avx2 | Isa::Avx512 => unsafe { crate::kernels::avx2_quantize_q8(x, out) },
-        _ => quantize_q8_portable(x, out),
-    }
-}
-
 /// [`Q8Rows::d8`] and [`Q8Rows::ysum`] of a row's blocks in element order, whole groups, the
 /// first `spans` pairs of them spans.
-fn group_sums(
+pub(crate) fn group_sums(
     qs: &[[i8; 32]],
     d: &[f32],
     spans: usize,
@@ -121,19 +82,19 @@ fn group_sums(
         ysum.extend([ys, ys]);
     }
     for (blocks, d) in group_qs
-        .chunks_exact(Q8_GROUP)
-        .zip(group_d.chunks_exact(Q8_GROUP))
+        .chunks_exact(GROUP)
+        .zip(group_d.chunks_exact(GROUP))
     {
-        d8.push(std::array::from_fn(|l| d[l % Q8_GROUP]));
+        d8.push(std::array::from_fn(|l| d[l % GROUP]));
         ysum.push(std::array::from_fn(|l| {
-            let half = l / Q8_GROUP * 16;
-            sum(&blocks[l % Q8_GROUP][half..half + 16])
+            let half = l / GROUP * 16;
+            sum(&blocks[l % GROUP][half..half + 16])
         }));
     }
 }
 
 #[inline(always)]
-fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
+pub(crate) fn quantize_q8_portable(x: &[f32], out: &mut Q8Rows) {
     debug_assert!(x.len().is_multiple_of(32));
     for block in x.chunks_exact(32) {
         push_quantized(block, out);
@@ -155,25 +116,8 @@ pub fn quantize_q8k(x: &[f32], out: &mut Vec<BlockQ8K>) {
     quantize_q8k_portable(x, out)
 }
 
-/// [`quantize_q8k`] compiled for the instruction set of `kernels` (the same bits).
-pub fn quantize_q8k_for(kernels: Kernels, x: &[f32], out: &mut Vec<BlockQ8K>) {
-    match kernels.isa() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        Isa::Avx2 | Isa::Avx512 => unsafe { quantize_q8k_avx2(x, out) },
-        _ => quantize_q8k_portable(x, out),
-    }
-}
-
-/// [`quantize_q8k_portable`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn quantize_q8k_avx2(x: &[f32], out: &mut Vec<BlockQ8K>) {
-    quantize_q8k_portable(x, out)
-}
-
 #[inline(always)]
-fn quantize_q8k_portable(x: &[f32], out: &mut Vec<BlockQ8K>) {
+pub(crate) fn quantize_q8k_portable(x: &[f32], out: &mut Vec<BlockQ8K>) {
     debug_assert!(x.len().is_multiple_of(256));
     for block in x.chunks_exact(256) {
         let mut qs = [0i8; 256];
