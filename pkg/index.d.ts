@@ -247,6 +247,8 @@ export interface ModelProbe {
   /** The weights as the GPU engine holds them; absent when the tensors check failed. */
   weightsBytes?: number;
   largestTensor?: { name: string; type: string; shape: number[]; bytes: number; rowBytes: number };
+  /** The longest row of any tensor: one must fit one storage binding on WebGPU. */
+  maxRowBytes: number;
   /** Absent when the architecture check failed. */
   shape?: {
     layers: number;
