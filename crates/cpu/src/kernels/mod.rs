@@ -2,7 +2,7 @@
 //! what each computes (reduction orders included); a SIMD module must return the same bits,
 //! which the kernel tests check on every format.
 //!
-//! To add an instruction set: a module beside `avx2` with the row functions, an [`Isa`]
+//! To add an instruction set: a module beside `x86` with the row functions, an [`Isa`]
 //! variant (and its place in [`Isa::ALL`]), its detection in [`Isa::is_available`], and its
 //! arm in the dispatch below.
 
@@ -26,9 +26,9 @@ macro_rules! by_tile {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+mod x86;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::quantize::quantize_q8 as avx2_quantize_q8;
+pub(crate) use x86::quantize::quantize_q8 as avx2_quantize_q8;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(any(
@@ -184,7 +184,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::interleave_blocks(blocks, spans) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::interleave_blocks(blocks, spans) },
             _ => {
                 let _ = (blocks, spans); // in element order already
             }
@@ -200,7 +200,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: a `Kernels` of Avx2 exists only where its features were detected.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::float_rows(f, w_rows, row_bytes, x, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::float_rows(f, w_rows, row_bytes, x, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::float_rows(f, w_rows, row_bytes, x, out),
             #[cfg(target_arch = "aarch64")]
@@ -292,12 +292,12 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             (WeightFormat::Q32(f), Isa::Avx2 | Isa::Avx512) => unsafe {
-                avx2::pack_rows(f, bytes, row_bytes, out)
+                x86::pack_rows(f, bytes, row_bytes, out)
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             (WeightFormat::K(f), Isa::Avx2 | Isa::Avx512) => unsafe {
-                avx2::pack_k_rows(f, bytes, out)
+                x86::pack_k_rows(f, bytes, out)
             },
             (WeightFormat::Q32(f), _) => packed::pack_rows(f, bytes, row_bytes, out),
             (WeightFormat::K(f), _) => packed_k::pack_rows(f, bytes, out),
@@ -332,7 +332,7 @@ impl Kernels {
                 // SAFETY: an Avx512 `Kernels` exists only where AVX-512 F and VNNI were
                 // detected; rows in this layout are whole groups (`packed_lanes::fits`), and a
                 // tile of several rows is arranged block by block (above).
-                return unsafe { avx2::q32_lanes::q32_rows(f, w_rows, row_bytes, x, out) };
+                return unsafe { x86::q32_lanes::q32_rows(f, w_rows, row_bytes, x, out) };
             }
             // Other kernels (never met by the engine, which packs this layout only for these):
             // the file's order first.
@@ -354,10 +354,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out, false) },
+            Isa::Avx2 => unsafe { x86::q32_rows(f, layout, w_rows, row_bytes, x, out, false) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
-            Isa::Avx512 => unsafe { avx2::q32_rows(f, layout, w_rows, row_bytes, x, out, true) },
+            Isa::Avx512 => unsafe { x86::q32_rows(f, layout, w_rows, row_bytes, x, out, true) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::q32_rows(f, w_rows, row_bytes, x, out),
             #[cfg(target_arch = "aarch64")]
@@ -399,10 +399,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above; the rows are packed (above).
-            Isa::Avx2 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out, false) },
+            Isa::Avx2 => unsafe { x86::k_rows(f, w_rows, row_bytes, x, out, false) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above (an Avx512 `Kernels` also has AVX2).
-            Isa::Avx512 => unsafe { avx2::k_rows(f, w_rows, row_bytes, x, out, true) },
+            Isa::Avx512 => unsafe { x86::k_rows(f, w_rows, row_bytes, x, out, true) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::k_rows(f, w_rows, row_bytes, x, out),
             #[cfg(target_arch = "aarch64")]
@@ -477,7 +477,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::scores(q, k, slots, scale, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::scores(q, k, slots, scale, out),
             #[cfg(target_arch = "aarch64")]
@@ -488,15 +488,15 @@ impl Kernels {
     }
 
     /// `x[i] = exp(x[i] - max)` with `f32::exp`'s bits (on x86 eight at a time, glibc's `expf`
-    /// replicated: see `avx2::exp`).
+    /// replicated: see `x86::exp`).
     pub fn exp_minus(self, x: &mut [f32], max: f32) {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::exp_minus(x, max) },
+            Isa::Avx2 => unsafe { x86::exp_minus(x, max) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 => unsafe { avx2::exp_minus_avx512(x, max) },
+            Isa::Avx512 => unsafe { x86::exp_minus_avx512(x, max) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::exp_minus(x, max),
             _ => {
@@ -513,10 +513,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::silu_mul(g, u) },
+            Isa::Avx2 => unsafe { x86::silu_mul(g, u) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 => unsafe { avx2::silu_mul_avx512(g, u) },
+            Isa::Avx512 => unsafe { x86::silu_mul_avx512(g, u) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::silu_mul(g, u),
             _ => {
@@ -534,7 +534,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::weighted_sum(v, slots, p, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::weighted_sum(v, slots, p, out),
             #[cfg(target_arch = "aarch64")]

@@ -38,7 +38,7 @@ impl Kernels {
 unsafe fn softmax_rows_avx512(rows: &mut [Vec<f32>]) {
     // SAFETY: this function's own features.
     softmax_rows_with(rows, |x, max| unsafe {
-        super::avx2::exp_minus_avx512(x, max)
+        super::x86::exp_minus_avx512(x, max)
     })
 }
 

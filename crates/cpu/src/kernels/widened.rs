@@ -4,10 +4,10 @@
 
 use std::borrow::Cow;
 
-#[cfg(target_arch = "x86_64")]
-use super::avx2;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use super::simd128;
+#[cfg(target_arch = "x86_64")]
+use super::x86;
 use super::{scalar, F16Rows, F32Rows, Isa, Kernels};
 
 /// Slots `0..count`, the slots of a chunk read row after row: borrowed for a chunk of
@@ -54,10 +54,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an x86 ISA is only chosen where the CPU has it (here and below).
-            Isa::Avx2 => unsafe { avx2::widen(rows, count, out) },
+            Isa::Avx2 => unsafe { x86::widen(rows, count, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 => unsafe { avx2::widen_avx512(rows, count, out) },
+            Isa::Avx512 => unsafe { x86::widen_avx512(rows, count, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::widen(rows, count, out),
             _ => {
@@ -83,7 +83,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::scores(q, k, slots, scale, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::scores(q, k, slots, scale, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::scores(q, k, slots, scale, out),
             _ => scalar::scores(q, k, slots, scale, out),
@@ -96,7 +96,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe { avx2::weighted_sum(v, slots, p, out) },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::weighted_sum(v, slots, p, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::weighted_sum(v, slots, p, out),
             _ => scalar::weighted_sum(v, slots, p, out),
@@ -117,9 +117,7 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 | Isa::Avx512 => unsafe {
-                avx2::scores_dense(q, k, (count, len), scale, out)
-            },
+            Isa::Avx2 | Isa::Avx512 => unsafe { x86::scores_dense(q, k, (count, len), scale, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::scores(q, F32Rows::dense(k, len), &first(count), scale, out),
             _ => scalar::scores(q, F32Rows::dense(k, len), &first(count), scale, out),
@@ -127,13 +125,13 @@ impl Kernels {
     }
 
     /// Whether [`Kernels::widen_keys`] lays `count` keys of `len` values out in slot pairs
-    /// (AVX-512: two slots to a register, see `avx2::key_pairs`) rather than one after another.
+    /// (AVX-512: two slots to a register, see `x86::key_pairs`) rather than one after another.
     #[cfg(target_arch = "x86_64")]
     fn keys_in_pairs(self, count: usize, len: usize) -> bool {
         self.isa == Isa::Avx512
             && len > 0
             && len.is_multiple_of(8)
-            && count.is_multiple_of(avx2::GROUP_SLOTS)
+            && count.is_multiple_of(x86::GROUP_SLOTS)
     }
 
     /// Rows `0..count` of `rows` widened to f32 into `out` in the layout
@@ -144,7 +142,7 @@ impl Kernels {
         if self.keys_in_pairs(count, rows.len) {
             out.resize(count * rows.len, 0.0);
             // SAFETY: pairs only where the CPU has AVX-512 F and VL (`keys_in_pairs`), AVX2 with it.
-            return unsafe { avx2::widen_key_pairs(rows, count, out) };
+            return unsafe { x86::widen_key_pairs(rows, count, out) };
         }
         self.widen(rows, count, out)
     }
@@ -163,7 +161,7 @@ impl Kernels {
         if self.keys_in_pairs(count, q.len()) {
             out.clear();
             // SAFETY: as above.
-            return unsafe { avx2::scores_key_pairs([q], keys, count, scale, [out]) };
+            return unsafe { x86::scores_key_pairs([q], keys, count, scale, [out]) };
         }
         self.scores_f32_dense(q, keys, count, scale, out)
     }
@@ -189,12 +187,12 @@ impl Kernels {
                 // SAFETY: as above.
                 unsafe {
                     match (q, out) {
-                        ([a], [oa]) => avx2::scores_key_pairs([*a], keys, count, scale, [oa]),
+                        ([a], [oa]) => x86::scores_key_pairs([*a], keys, count, scale, [oa]),
                         ([a, b], [oa, ob]) => {
-                            avx2::scores_key_pairs([*a, *b], keys, count, scale, [oa, ob])
+                            x86::scores_key_pairs([*a, *b], keys, count, scale, [oa, ob])
                         }
                         ([a, b, c], [oa, ob, oc]) => {
-                            avx2::scores_key_pairs([*a, *b, *c], keys, count, scale, [oa, ob, oc])
+                            x86::scores_key_pairs([*a, *b, *c], keys, count, scale, [oa, ob, oc])
                         }
                         _ => unreachable!("chunks of one to three"),
                     }
@@ -215,10 +213,10 @@ impl Kernels {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx2 => unsafe { avx2::weighted_sum_dense(v, len, p, out) },
+            Isa::Avx2 => unsafe { x86::weighted_sum_dense(v, len, p, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512 => unsafe { avx2::weighted_sum_dense_avx512(v, len, p, out) },
+            Isa::Avx512 => unsafe { x86::weighted_sum_dense_avx512(v, len, p, out) },
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => simd128::weighted_sum(F32Rows::dense(v, len), &first(p.len()), p, out),
             _ => scalar::weighted_sum(F32Rows::dense(v, len), &first(p.len()), p, out),
@@ -242,14 +240,14 @@ impl Kernels {
                 // SAFETY: as above.
                 unsafe {
                     match (p, out) {
-                        ([a], [oa]) => avx2::weighted_sums_dense_avx512(v, len, [*a], [&mut **oa]),
-                        ([a, b], [oa, ob]) => avx2::weighted_sums_dense_avx512(
+                        ([a], [oa]) => x86::weighted_sums_dense_avx512(v, len, [*a], [&mut **oa]),
+                        ([a, b], [oa, ob]) => x86::weighted_sums_dense_avx512(
                             v,
                             len,
                             [*a, *b],
                             [&mut **oa, &mut **ob],
                         ),
-                        ([a, b, c], [oa, ob, oc]) => avx2::weighted_sums_dense_avx512(
+                        ([a, b, c], [oa, ob, oc]) => x86::weighted_sums_dense_avx512(
                             v,
                             len,
                             [*a, *b, *c],
@@ -277,7 +275,7 @@ impl Kernels {
             return (1..=PAIRS_A_PASS).contains(&pairs)
                 && len > 0
                 && len.is_multiple_of(64)
-                && count.is_multiple_of(avx2::GROUP_SLOTS);
+                && count.is_multiple_of(x86::GROUP_SLOTS);
         }
         let _ = (pairs, len, count);
         false
@@ -300,12 +298,12 @@ impl Kernels {
             // SAFETY: AVX-512 F and VL (`reads_kv_direct`), AVX2 with it.
             unsafe {
                 match (q, out) {
-                    ([a], [oa]) => avx2::scores_f16_pairs([*a], rows, count, scale, [oa]),
+                    ([a], [oa]) => x86::scores_f16_pairs([*a], rows, count, scale, [oa]),
                     ([a, b], [oa, ob]) => {
-                        avx2::scores_f16_pairs([*a, *b], rows, count, scale, [oa, ob])
+                        x86::scores_f16_pairs([*a, *b], rows, count, scale, [oa, ob])
                     }
                     ([a, b, c], [oa, ob, oc]) => {
-                        avx2::scores_f16_pairs([*a, *b, *c], rows, count, scale, [oa, ob, oc])
+                        x86::scores_f16_pairs([*a, *b, *c], rows, count, scale, [oa, ob, oc])
                     }
                     _ => unreachable!("one to three pairs (`reads_kv_direct`)"),
                 }
@@ -330,11 +328,11 @@ impl Kernels {
             // SAFETY: as above.
             unsafe {
                 match (p, out) {
-                    ([a], [oa]) => avx2::weighted_sums_f16(rows, [*a], [&mut **oa]),
+                    ([a], [oa]) => x86::weighted_sums_f16(rows, [*a], [&mut **oa]),
                     ([a, b], [oa, ob]) => {
-                        avx2::weighted_sums_f16(rows, [*a, *b], [&mut **oa, &mut **ob])
+                        x86::weighted_sums_f16(rows, [*a, *b], [&mut **oa, &mut **ob])
                     }
-                    ([a, b, c], [oa, ob, oc]) => avx2::weighted_sums_f16(
+                    ([a, b, c], [oa, ob, oc]) => x86::weighted_sums_f16(
                         rows,
                         [*a, *b, *c],
                         [&mut **oa, &mut **ob, &mut **oc],

@@ -1,10 +1,12 @@
-//! x86-64 AVX2 (+FMA, F16C) kernels. Each follows [`super::scalar`]'s order exactly: integer
-//! lane sums are exact, float steps are separate multiplies and adds (never fused, which would
-//! round differently), and the horizontal sum is the scalar [`super::scalar::hsum8`] of the
-//! stored lanes. The kernel tests compare every format bit for bit with the scalar path.
+//! x86-64 kernels: AVX2 (+FMA, F16C) for [`super::Isa::Avx2`], and the AVX-512 ones
+//! (`*_avx512`, `q32_pairs`, `q32_lanes`, `attention512`: AVX-512F and VL with VNNI) that
+//! [`super::Isa::Avx512`] adds on top of them. Each follows [`super::scalar`]'s order exactly:
+//! integer lane sums are exact, float steps are separate multiplies and adds (never fused, which
+//! would round differently), and the horizontal sum is the scalar [`super::scalar::hsum8`] of
+//! the stored lanes. The kernel tests compare every format bit for bit with the scalar path.
 //!
-//! Every function here requires AVX2, FMA and F16C; [`super::Kernels`] only calls them after
-//! detecting those features.
+//! Every function here requires AVX2, FMA and F16C, the AVX-512 ones their features too;
+//! [`super::Kernels`] only calls them after detecting those features.
 
 mod attention;
 mod attention512;
