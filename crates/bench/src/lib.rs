@@ -12,6 +12,8 @@
 //! The crate knows nothing about models or decoding: the caller runs the prompts and hands back
 //! rows. See `crates/bench/README.md` for what each suite is and why it is there.
 
+#![forbid(unsafe_code)]
+
 mod data;
 mod error;
 mod plot;

@@ -1,6 +1,8 @@
 //! `runahead`: the native command-line front end of the engine (see docs/design.md for the
 //! contract: info, tokenize, generate).
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod chat;
 mod commands;

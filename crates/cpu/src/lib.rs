@@ -43,6 +43,9 @@
 //! instruction set: `scalar`, `x86` for AVX2 and AVX-512, `neon`, `simd128`); [`activations`]
 //! (a product's input, quantized by the kernels in use); [`matmul`], attention and the engine.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 pub mod activations;
 pub mod aligned;
 mod attention;

@@ -249,13 +249,14 @@ impl Shared {
                 let joined = &self.joined[id];
                 joined.store(joined.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                 let task = self.task.load(Ordering::SeqCst);
-                // SAFETY: see `Team::run`: the step is open and this thread is counted in
-                // `active`, so the caller waits for it before the task (and the reference to
-                // it that `task` points to) goes away. A panic is reported by the caller of
-                // `run`; the worker stays in the team.
-                if !task.is_null()
-                    && catch_unwind(AssertUnwindSafe(|| unsafe { (*task)(id + 1) })).is_err()
-                {
+                // A panic is reported by the caller of `run`; the worker stays in the team.
+                let run = || {
+                    // SAFETY: see `Team::run`: the step is open and this thread is counted in
+                    // `active`, so the caller waits for it before the task (and the reference
+                    // to it that `task` points to) goes away.
+                    unsafe { (*task)(id + 1) }
+                };
+                if !task.is_null() && catch_unwind(AssertUnwindSafe(run)).is_err() {
                     self.worker_panicked.store(true, Ordering::Relaxed);
                 }
             }

@@ -8,6 +8,9 @@
 //! ([`DEFAULT_HEADER_BUDGET`], see [`Gguf::parse_with_budget`]), so a small hostile file
 //! cannot overflow the stack or make the parser allocate many times its size.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 mod blocks;
 mod error;
 mod file;

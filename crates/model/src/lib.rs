@@ -3,6 +3,8 @@
 //! ([`LanguageModel`]), and the plain-Rust f32 reference engine ([`CpuModel`]) that the GPU
 //! engine is tested against.
 
+#![forbid(unsafe_code)]
+
 mod chat;
 mod config;
 mod cpu;

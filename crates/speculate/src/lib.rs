@@ -2,6 +2,8 @@
 //! speculative decoding: drafters propose a chain or a tree of tokens, the target verifies it in
 //! one forward pass, and the output is exactly what plain decoding would give.
 
+#![forbid(unsafe_code)]
+
 mod auto;
 mod cost;
 mod depth;

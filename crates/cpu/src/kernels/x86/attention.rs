@@ -267,7 +267,8 @@ pub unsafe fn weighted_sum_dense(v: &[f32], stride: usize, p: &[f32], out: &mut 
             o[8 * r..8 * r + 8].copy_from_slice(&lanes(*a));
         }
     }
-    weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64);
+    // SAFETY: this function's contract: the CPU has AVX2, FMA and F16C.
+    unsafe { weighted_sum_dense_tail(v, stride, p, &mut out[..len], by64) };
 }
 
 /// [`weighted_sum_dense`]'s values `from..out.len()` of each row (past its blocks of 64), slot

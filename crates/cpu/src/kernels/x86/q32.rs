@@ -161,10 +161,12 @@ macro_rules! tile_kernel {
                 mws: &mut [__m128],
                 mut acc: [__m256; T],
             ) -> [__m256; T] {
-                let (wa, dwa, mwa) = decode_at::<F, P, T>(w_row, g, present, padded);
+                // SAFETY: this function's callers run on AVX2, FMA and F16C, as `decode_at` needs.
+                let (wa, dwa, mwa) = unsafe { decode_at::<F, P, T>(w_row, g, present, padded) };
                 let with_b = g + 1 < c1;
                 let (wb, dwb, mwb) = if with_b {
-                    decode_at::<F, P, T>(w_row, g + 1, present, padded)
+                    // SAFETY: as above.
+                    unsafe { decode_at::<F, P, T>(w_row, g + 1, present, padded) }
                 } else {
                     (
                         [_mm256_setzero_si256(); GROUP],
@@ -236,7 +238,8 @@ macro_rules! tile_kernel {
                 mws: &mut [__m128],
                 mut acc: [__m256; T],
             ) -> [__m256; T] {
-                let (w, dw, mw) = decode_at::<F, P, T>(w_row, g, 2, padded);
+                // SAFETY: this function's callers run on AVX2, FMA and F16C, as `decode_at` needs.
+                let (w, dw, mw) = unsafe { decode_at::<F, P, T>(w_row, g, 2, padded) };
                 if format(F).has_min() {
                     mws[g] = mw;
                 }

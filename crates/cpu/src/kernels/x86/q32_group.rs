@@ -275,25 +275,29 @@ pub(super) unsafe fn decode_at<const F: u8, const P: bool, const T: usize>(
     present: usize,
     padded: &mut [u8; GROUP * 34],
 ) -> ([__m256i; GROUP], __m128, __m128) {
-    let bb = block_bytes(F);
-    let first = g * GROUP * bb;
-    prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
-    // (A packed row's last blocks are a packed pair or in the file's order.)
-    match w_row.get(first..first + GROUP * bb) {
-        Some(whole) if P => decode_packed::<F>(whole),
-        Some(whole) => {
-            let (dw, mw) = scales4::<F>(whole);
-            (decode_group::<F>(whole), dw, mw)
-        }
-        None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
-        None => {
-            // Block by block: copies of a size known at compile time, no call.
-            for k in 0..present {
-                let at = first + k * bb;
-                padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
+    // SAFETY: the caller's CPU has AVX2, FMA and F16C (this function's contract), all the
+    // decoders below require.
+    unsafe {
+        let bb = block_bytes(F);
+        let first = g * GROUP * bb;
+        prefetch_ahead(w_row.as_ptr().wrapping_add(first), GROUP * bb);
+        // (A packed row's last blocks are a packed pair or in the file's order.)
+        match w_row.get(first..first + GROUP * bb) {
+            Some(whole) if P => decode_packed::<F>(whole),
+            Some(whole) => {
+                let (dw, mw) = scales4::<F>(whole);
+                (decode_group::<F>(whole), dw, mw)
             }
-            let (dw, mw) = scales4::<F>(&padded[..]);
-            (decode_group::<F>(&padded[..]), dw, mw)
+            None if P && present == 2 => decode_pair::<F>(&w_row[first..]),
+            None => {
+                // Block by block: copies of a size known at compile time, no call.
+                for k in 0..present {
+                    let at = first + k * bb;
+                    padded[k * bb..(k + 1) * bb].copy_from_slice(&w_row[at..at + bb]);
+                }
+                let (dw, mw) = scales4::<F>(&padded[..]);
+                (decode_group::<F>(&padded[..]), dw, mw)
+            }
         }
     }
 }

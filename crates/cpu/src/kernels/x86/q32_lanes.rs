@@ -203,7 +203,9 @@ impl Blocks<'_> {
         // of it is only prefetched (no fault past the end).
         let bp = unsafe { self.group.add(b * LANES * bb) };
         for line in (0..LANES * bb).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(ahead + line) as *const i8);
+            // SAFETY: a prefetch is a hint (an address past the weights' end faults nothing),
+            // and the caller's CPU has the features this function enables.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(ahead + line) as *const i8) };
         }
         // SAFETY: a packed block's parts (above).
         let (dw, weights) = unsafe {
@@ -289,7 +291,9 @@ impl Step {
                 let at = p.add(32 * t + quad_offset(KIND, q)) as *const i32;
                 _mm512_set1_epi32(at.read_unaligned())
             };
+            // SAFETY: the caller's CPU has AVX-512 VNNI (this function's contract).
             let dp = |a, b, c| unsafe { _mm512_dpbusd_epi32(a, b, c) };
+            // SAFETY: as above.
             let zero = unsafe { _mm512_setzero_si512() };
             let low = dp(dp(zero, w[0], bc(0)), w[1], bc(1));
             let low = dp(dp(low, w[2], bc(2)), w[3], bc(3));
@@ -322,6 +326,8 @@ unsafe fn decode<const F: u8>(
     low4: __m512i,
     fifth: __m512i,
 ) -> [__m512i; SPAN] {
+    // SAFETY: `values` points to a packed block's parts (the caller's promise), whose
+    // registers `i` take 64 bytes each.
     let load = |i: usize| unsafe { _mm512_loadu_si512(values.add(64 * i) as *const __m512i) };
     if F == Q8_0 {
         return [
