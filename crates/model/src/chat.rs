@@ -6,6 +6,8 @@
 //! cap on the output stops runaway text, and the few builtins that minijinja does not bound
 //! themselves are replaced by bounded versions (see [`ChatTemplate::new`]).
 
+use std::collections::BTreeMap;
+
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Serde;
 use minijinja::{context, Environment, ErrorKind};
@@ -37,6 +39,10 @@ pub const TEMPLATE_OUTPUT_SLACK: usize = 1 << 20;
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// The message's other fields the template sees as given, as HF templates read them
+    /// (OpenAI's `name`, an assistant's `tool_calls`, a tool result's `tool_call_id`).
+    #[serde(flatten)]
+    pub fields: BTreeMap<String, serde_json::Value>,
 }
 
 impl ChatMessage {
@@ -44,12 +50,24 @@ impl ChatMessage {
         ChatMessage {
             role: role.to_owned(),
             content: content.to_owned(),
+            fields: BTreeMap::new(),
         }
+    }
+
+    /// Bytes of the message's own text: role, content and the other fields as JSON.
+    fn text_len(&self) -> usize {
+        let fields: usize = self
+            .fields
+            .iter()
+            .map(|(k, v)| k.len() + v.to_string().len())
+            .sum();
+        self.role.len() + self.content.len() + fields
     }
 }
 
-/// Roles a conversation passed to [`ChatTemplate::render_conversation`] may use.
-pub const CHAT_ROLES: &[&str] = &["system", "user", "assistant"];
+/// Roles a conversation passed to [`ChatTemplate::render_conversation`] may use (`tool`: the
+/// result of a tool call, which the template renders as it renders tool results).
+pub const CHAT_ROLES: &[&str] = &["system", "user", "assistant", "tool"];
 
 /// Most messages one conversation may have (far beyond a context window's worth of turns; it
 /// bounds the work before the context limit is known).
@@ -143,10 +161,7 @@ impl ChatTemplate {
             .env
             .get_template("chat")
             .map_err(|e| ModelError::ChatTemplate(e.to_string()))?;
-        let own_text: usize = messages
-            .iter()
-            .map(|m| m.role.len() + m.content.len())
-            .sum();
+        let own_text: usize = messages.iter().map(ChatMessage::text_len).sum();
         let mut out = CappedWriter::new(own_text.saturating_add(TEMPLATE_OUTPUT_SLACK));
         let rendered = template
             .render_captured_to(
@@ -262,14 +277,36 @@ mod tests {
         );
         let empty = t.render_conversation(&[]).unwrap_err();
         assert!(matches!(empty, ModelError::InvalidMessages(_)), "{empty}");
-        let tool = t
-            .render_conversation(&[ChatMessage::new("tool", "{}")])
+        let robot = t
+            .render_conversation(&[ChatMessage::new("robot", "{}")])
             .unwrap_err();
-        assert!(matches!(tool, ModelError::InvalidMessages(_)), "{tool}");
-        assert!(tool.to_string().contains("\"tool\""), "{tool}");
+        assert!(matches!(robot, ModelError::InvalidMessages(_)), "{robot}");
+        assert!(robot.to_string().contains("\"robot\""), "{robot}");
         let long_role = "r".repeat(10_000);
         let e = check_conversation(&[ChatMessage::new(&long_role, "")]).unwrap_err();
         assert!(e.to_string().len() < 200, "{e}");
+    }
+
+    #[test]
+    fn templates_see_tool_calls_tool_results_and_names() {
+        let source = "{% for m in messages %}{{ m.role }}:{{ m.content }}\
+            {% if m.name is defined %}({{ m.name }}){% endif %}\
+            {% for c in m.tool_calls or [] %}[{{ c.function.name }} {{ c.function.arguments | tojson }}]{% endfor %}\
+            {% if m.tool_call_id is defined %}<{{ m.tool_call_id }}>{% endif %};{% endfor %}";
+        let t = ChatTemplate::new(source, "", "").unwrap();
+        let mut user = ChatMessage::new("user", "Weather?");
+        user.fields.insert("name".into(), "ann".into());
+        let mut call = ChatMessage::new("assistant", "");
+        let calls = r#"[{"id": "c1", "type": "function",
+            "function": {"name": "weather", "arguments": {"city": "Paris"}}}]"#;
+        call.fields
+            .insert("tool_calls".into(), serde_json::from_str(calls).unwrap());
+        let mut result = ChatMessage::new("tool", "sunny");
+        result.fields.insert("tool_call_id".into(), "c1".into());
+        assert_eq!(
+            t.render_conversation(&[user, call, result]).unwrap(),
+            r#"user:Weather?(ann);assistant:[weather {"city":"Paris"}];tool:sunny<c1>;"#
+        );
     }
 
     #[test]

@@ -8,12 +8,6 @@ use wasm_bindgen::JsValue;
 
 use crate::error::{Code, WebError};
 
-/// Tokens of earlier outputs the suffix drafter keeps by default (a page can set its own bound
-/// with the `historyTokens` load option, up to [`MAX_HISTORY_TOKENS`]).
-pub const DEFAULT_HISTORY_TOKENS: usize = 1 << 16;
-/// The largest `historyTokens`: the trie holds up to 40 nodes per token.
-pub const MAX_HISTORY_TOKENS: usize = 1 << 20;
-
 /// `Engine.load(bytes, options)`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -25,7 +19,7 @@ pub struct LoadOptions {
     #[serde(default)]
     pub backend: crate::backend::BackendOption,
     /// Tokens of earlier outputs the suffix drafter keeps (and a page persists); default
-    /// [`DEFAULT_HISTORY_TOKENS`].
+    /// [`crate::generation::DEFAULT_HISTORY_TOKENS`].
     pub history_tokens: Option<usize>,
     /// The CPU engine's threads (default 1; more only where [`crate::threads`] allows).
     pub threads: Option<usize>,
@@ -94,12 +88,16 @@ pub enum Prompt {
     Messages(Vec<ChatMessage>),
 }
 
-/// One message as the page sends it (`{role, content}`; other fields, such as OpenAI's
-/// `name`, are ignored).
+/// One message as the page sends it: `{role, content}`, and the fields chat templates read
+/// beside them (OpenAI's `name`, an assistant's `tool_calls`, a tool result's `tool_call_id`),
+/// passed to the template as given; other fields are ignored.
 #[derive(Deserialize)]
 struct MessageIn {
     role: String,
     content: String,
+    name: Option<serde_json::Value>,
+    tool_calls: Option<serde_json::Value>,
+    tool_call_id: Option<serde_json::Value>,
 }
 
 /// Reads `generate`'s first argument: a string, or an array of `{role, content}`.
@@ -133,9 +131,19 @@ pub fn messages_from_json(json: &str) -> Result<Vec<ChatMessage>, WebError> {
     })?;
     Ok(messages
         .into_iter()
-        .map(|m| ChatMessage {
-            role: m.role,
-            content: m.content,
+        .map(|m| {
+            let mut message = ChatMessage::new(&m.role, &m.content);
+            let fields = [
+                ("name", m.name),
+                ("tool_calls", m.tool_calls),
+                ("tool_call_id", m.tool_call_id),
+            ];
+            for (key, value) in fields {
+                if let Some(value) = value.filter(|v| !v.is_null()) {
+                    message.fields.insert(key.into(), value);
+                }
+            }
+            message
         })
         .collect())
 }
@@ -197,9 +205,17 @@ mod tests {
 
     #[test]
     fn messages_parse_with_extra_fields_and_refuse_wrong_shapes() {
-        let m = messages_from_json(r#"[{"role": "user", "content": "Hi", "name": "a"}]"#)
+        let m = messages_from_json(r#"[{"role": "user", "content": "Hi", "other": 1}]"#)
             .expect("valid messages");
         assert_eq!(m, [ChatMessage::new("user", "Hi")]);
+        let m = messages_from_json(
+            r#"[{"role": "assistant", "content": "", "name": "a", "tool_call_id": null,
+                "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {}}}]}]"#,
+        )
+        .expect("valid messages");
+        assert_eq!(m[0].fields["name"], "a");
+        assert_eq!(m[0].fields["tool_calls"][0]["id"], "c1");
+        assert!(!m[0].fields.contains_key("tool_call_id"));
         for bad in [
             r#"[{"role": "user"}]"#,
             r#"[{"role": 1, "content": "x"}]"#,

@@ -195,7 +195,7 @@ impl ChatInput {
             if role.is_empty() && content.is_empty() {
                 break;
             }
-            messages.push(ChatMessage { role, content });
+            messages.push(ChatMessage::new(&role, &content));
         }
         ChatInput {
             source,
