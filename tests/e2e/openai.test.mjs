@@ -119,7 +119,7 @@ test('a signal and stream.controller cancel; an aborted request rejects', { time
     });
     // Not streamed: aborted while it generates, create() rejects.
     const midway = new AbortController();
-    setTimeout(() => midway.abort(), 300);
+    setTimeout(() => midway.abort(), 50);
     const aborted = await window.failure(() => m.chat.completions.create(request, { signal: midway.signal }));
     const busyAfterAbort = m.busy;
     // Aborted before it starts (the signal as runahead's field too).
