@@ -1,4 +1,4 @@
-use runahead_gguf::{GgufFile, Metadata};
+use runahead_gguf::{Gguf, GgufError, GgufFile, Metadata};
 
 use crate::{ModelError, Result};
 
@@ -63,8 +63,14 @@ impl ModelConfig {
     /// vocabulary size from its token embedding ([`ModelConfig::vocab_rows`]), which must have
     /// a row for every token of the tokenizer.
     pub fn from_file(file: &GgufFile) -> Result<Self> {
-        let vocab = Self::vocab_rows(file)?;
-        let meta = &file.header.metadata;
+        Self::from_header(&file.header)
+    }
+
+    /// [`ModelConfig::from_file`] from the file's header alone (its metadata and tensor table,
+    /// as [`Gguf::parse_prefix`] reads them before the tensor data).
+    pub fn from_header(header: &Gguf) -> Result<Self> {
+        let vocab = Self::header_vocab_rows(header)?;
+        let meta = &header.metadata;
         let config = Self::from_metadata(meta, vocab)?;
         if let Some(tokens) = meta.get(TOKENS_KEY).and_then(|v| v.as_array()) {
             if tokens.len() > vocab {
@@ -80,7 +86,14 @@ impl ModelConfig {
     /// The vocabulary size of a model file: the rows of its token embedding (GGML shape
     /// `[n_embd, vocab]`). Engines, the CLI and the page all read it here, so they agree.
     pub fn vocab_rows(file: &GgufFile) -> Result<usize> {
-        let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
+        Self::header_vocab_rows(&file.header)
+    }
+
+    /// [`ModelConfig::vocab_rows`] from the file's header alone.
+    pub fn header_vocab_rows(header: &Gguf) -> Result<usize> {
+        let embd = header
+            .tensor(TensorNames::TOKEN_EMBD)
+            .ok_or_else(|| GgufError::MissingTensor(TensorNames::TOKEN_EMBD.into()))?;
         match embd.shape[..] {
             [_, rows] => bounded("token_embd.weight rows", rows, MAX_VOCAB),
             _ => Err(ModelError::TensorShape {

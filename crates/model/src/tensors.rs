@@ -2,7 +2,7 @@
 //! checks the whole list against the file before it allocates anything for the model, so a file
 //! whose metadata promises what its tensors do not hold fails before a byte is spent on it.
 
-use runahead_gguf::GgufFile;
+use runahead_gguf::{Gguf, GgufError, GgufFile};
 
 use crate::{ModelConfig, ModelError, Result, TensorNames};
 
@@ -87,13 +87,22 @@ impl ModelConfig {
 /// decode, before anything is allocated for them. The tensor table itself was checked when the
 /// file was parsed (every tensor lies inside the file), so the sizes added here are real.
 pub fn check_tensors(file: &GgufFile, config: &ModelConfig) -> Result<TensorTotals> {
-    let separate_output = file.header.tensor(TensorNames::OUTPUT).is_some();
+    check_header_tensors(&file.header, config)
+}
+
+/// [`check_tensors`] from the file's header alone (its tensor table, as
+/// [`Gguf::parse_prefix`] reads it before the tensor data, every tensor checked against the
+/// file's size).
+pub fn check_header_tensors(header: &Gguf, config: &ModelConfig) -> Result<TensorTotals> {
+    let separate_output = header.tensor(TensorNames::OUTPUT).is_some();
     let mut totals = TensorTotals {
         file_bytes: 0,
         vector_elements: 0,
     };
     for spec in config.tensors(separate_output) {
-        let info = file.tensor_info(&spec.name)?;
+        let info = header
+            .tensor(&spec.name)
+            .ok_or_else(|| GgufError::MissingTensor(spec.name.clone()))?;
         if info.shape != spec.shape {
             return Err(ModelError::TensorShape {
                 name: spec.name,
