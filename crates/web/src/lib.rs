@@ -17,6 +17,7 @@ mod generation;
 mod model_bytes;
 mod options;
 mod pacing;
+mod probe;
 mod session;
 mod threads;
 
