@@ -70,7 +70,27 @@ function absolute(url) {
   return new URL(url, globalThis.location?.href).href;
 }
 
-/** `Runahead.cache`: what the model cache holds, and removing it. */
+/**
+ * `navigator.storage.estimate()` where the browser has it: `{usage, quota}` in bytes for this
+ * origin (the browser's estimate, which may round or pad), else `{}`.
+ */
+export async function storageEstimate() {
+  const storage = globalThis.navigator?.storage;
+  if (typeof storage?.estimate !== 'function') return {};
+  try {
+    const { usage, quota } = await storage.estimate();
+    return { usage, quota };
+  } catch {
+    return {};
+  }
+}
+
+/** Whether an error from a cache write is the storage quota's. */
+export function isQuotaError(e) {
+  return e?.name === 'QuotaExceededError' || e?.code === 22;
+}
+
+/** `Runahead.cache`: what the model cache holds, removing it, and this origin's storage. */
 export const modelCache = {
   /** Every cached model: `{url, size, etag?, lastModified?, sha256?, storedAt}`. */
   async list() {
@@ -93,5 +113,44 @@ export const modelCache = {
   async clear() {
     if (typeof caches === 'undefined') return false;
     return caches.delete(CACHE_NAME);
+  },
+  /**
+   * This origin's storage: `{usage, quota, available}` (bytes, from `navigator.storage.estimate()`,
+   * absent where the browser does not say), `models` (bytes of the cached models, as `list()`
+   * gives them) and `persisted` (whether the browser keeps this origin's storage under storage
+   * pressure: see `persist()`).
+   */
+  async estimate() {
+    const { usage, quota } = await storageEstimate();
+    const models = (await modelCache.list()).reduce((n, m) => n + (m.size ?? 0), 0);
+    const out = { models, persisted: await modelCache.persisted() };
+    if (usage !== undefined) out.usage = usage;
+    if (quota !== undefined) out.quota = quota;
+    if (usage !== undefined && quota !== undefined) out.available = Math.max(0, quota - usage);
+    return out;
+  },
+  /**
+   * Asks the browser to keep this origin's storage (the cached models among it) when space runs
+   * low (`navigator.storage.persist()`: the browser may ask the user, or decide by itself);
+   * resolves to whether the storage is persistent now.
+   */
+  async persist() {
+    const storage = globalThis.navigator?.storage;
+    if (typeof storage?.persist !== 'function') return false;
+    try {
+      return await storage.persist();
+    } catch {
+      return false;
+    }
+  },
+  /** Whether this origin's storage is persistent (`navigator.storage.persisted()`). */
+  async persisted() {
+    const storage = globalThis.navigator?.storage;
+    if (typeof storage?.persisted !== 'function') return false;
+    try {
+      return await storage.persisted();
+    } catch {
+      return false;
+    }
   },
 };

@@ -9,8 +9,10 @@ import { createChat } from './chat.js';
 import { initialize, loadEngine, wasmMemoryBytes } from './core.js';
 import { bindings, relaxedSimd } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
+import { checkSource } from './source.js';
 import { WorkerEngine } from './remote.js';
 import { modelCache } from './cache.js';
+import { probeHere } from './probe.js';
 
 export { RunaheadError, initialize, relaxedSimd, wasmMemoryBytes };
 
@@ -109,6 +111,20 @@ function forWorker(source) {
   return source;
 }
 
+// Bytes the page holds go to a probe's worker as a copy of their first part (a header is at
+// most this long in practice), with the whole size: the caller keeps its buffer for load().
+const PROBE_BYTES = 32 << 20;
+
+function forProbeWorker(source) {
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+    const view = ArrayBuffer.isView(source)
+      ? new Uint8Array(source.buffer, source.byteOffset, source.byteLength)
+      : new Uint8Array(source);
+    return { bytes: view.slice(0, PROBE_BYTES).buffer, size: view.length };
+  }
+  return forWorker(source);
+}
+
 /** A model loaded onto the GPU or the CPU engine. */
 export class Runahead {
   #engine;
@@ -129,8 +145,45 @@ export class Runahead {
     this.chat = createChat(this);
   }
 
-  /** The model cache: `list()`, `delete(url)`, `clear()`. */
+  /**
+   * The model cache: `list()`, `delete(url)`, `clear()`, `estimate()` (this origin's storage
+   * use and quota, the cached models' bytes), `persist()` and `persisted()`.
+   */
   static cache = modelCache;
+
+  /**
+   * Reads only the GGUF header of `source` (a URL by HTTP Range requests, or from the model
+   * cache; a File/Blob by slices; bytes) and answers before any weight is read: whether the
+   * engines run the model and why not, its parameters and sizes, the memory its weights and KV
+   * cache at `context` need, the WebGPU adapter and its limits, the backend `auto` would choose
+   * and whether the model `fits` there (`fitsReason` when not). Options: `context`, `backend`,
+   * `memoryBudget` (bytes), `cache`, `worker`, `signal`, `wasmUrl` (see README.md, "Before the
+   * download: probe"). Rejects with `gguf` for a file that is not a GGUF model at all.
+   */
+  static async probe(source, options = {}) {
+    const { worker = typeof Worker !== 'undefined', signal, ...rest } = options;
+    const settings = {
+      context: rest.context,
+      backend: rest.backend ?? 'auto',
+      memoryBudget: rest.memoryBudget,
+      cache: rest.cache,
+      wasmUrl: rest.wasmUrl === undefined ? undefined : new URL(rest.wasmUrl, globalThis.location?.href).href,
+    };
+    checkSource(source, 'the model');
+    if (!worker) {
+      try {
+        return await probeHere(source, { ...settings, signal });
+      } catch (e) {
+        throw toRunaheadError(e);
+      }
+    }
+    const remote = new WorkerEngine();
+    try {
+      return await remote.probe(forProbeWorker(source), settings, signal);
+    } finally {
+      remote.terminate();
+    }
+  }
 
   /**
    * Reads a GGUF model (URL, File/Blob, ArrayBuffer or Uint8Array) and loads it onto WebGPU or

@@ -83,6 +83,28 @@ export class WorkerEngine {
     }
   }
 
+  /**
+   * Runs Runahead.probe in the worker (see probe.js). Aborting `signal` ends the worker and
+   * rejects with `cancelled`.
+   */
+  async probe(source, options, signal) {
+    let stop;
+    const aborted = new Promise((_, reject) => {
+      stop = () => {
+        this.terminate();
+        reject(abortError('the probe'));
+      };
+    });
+    aborted.catch(() => {});
+    if (signal?.aborted) stop();
+    signal?.addEventListener('abort', stop, { once: true });
+    try {
+      return await Promise.race([this.#request('probe', { source, options }), aborted]);
+    } finally {
+      signal?.removeEventListener('abort', stop);
+    }
+  }
+
   generate(prompt, options, onToken) {
     if (this.#generating) {
       return Promise.reject(new RunaheadError(

@@ -4,7 +4,7 @@
 
 import { bindings } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
-import { cacheable, describe, entry, metaOf, openModelCache, sameFile } from './cache.js';
+import { cacheable, describe, entry, isQuotaError, metaOf, openModelCache, sameFile, storageEstimate } from './cache.js';
 import { Sha256 } from './sha256.js';
 
 // Chunks are read into one reused buffer of this size (where the stream is a byte stream, as
@@ -218,7 +218,10 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
     }
     const meta = describe(url, response, sha256);
     let copy = null;
-    if (cache && cacheable(meta)) {
+    const room = cache && cacheable(meta) ? await roomFor(meta.size) : null;
+    if (room) {
+      onEvent?.({ type: 'cache_skipped', reason: room, quota: true });
+    } else if (cache && cacheable(meta)) {
       copy = new CacheCopy(cache, url, meta);
     } else if (cache) {
       onEvent?.({
@@ -240,14 +243,15 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
       throw toRunaheadError(e, 'fetch');
     }
     const error = await copy?.finish();
-    if (error) {
-      const quota = error.name === 'QuotaExceededError';
+    if (error && isQuotaError(error)) {
+      // The model runs from the downloaded copy; only the cache went without it.
       onEvent?.({
-        type: 'cache_error',
-        reason: quota
-          ? 'the storage quota is full: the model was not cached'
-          : `the model was not cached: ${error.message}`,
+        type: 'cache_skipped',
+        reason: `the storage quota is full (${error.message}): the model was not cached`,
+        quota: true,
       });
+    } else if (error) {
+      onEvent?.({ type: 'cache_error', reason: `the model was not cached: ${error.message}` });
     } else if (copy) {
       onEvent?.({ type: 'cache_stored', url, size: meta.size });
     }
@@ -257,8 +261,271 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
   }
 }
 
+// Why a model of `size` bytes cannot go into the cache (this origin's storage has less room
+// than that left, by the browser's estimate), or null when it may: a copy that would not fit is
+// not made at all.
+async function roomFor(size) {
+  const { usage, quota } = await storageEstimate();
+  if (usage === undefined || quota === undefined || quota - usage >= size) return null;
+  const MiB = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+  return `the model (${MiB(size)}) is larger than the storage left to this origin ` +
+    `(${MiB(Math.max(0, quota - usage))} of ${MiB(quota)}): the model was not cached`;
+}
+
 /** Forgets a cached copy that turned out not to be a model (the load falls back to the network). */
 export async function dropCached(url) {
   const cache = await openModelCache();
   await cache?.delete(new URL(url, globalThis.location?.href).href);
+}
+
+// The first bytes of a model, for Runahead.probe: a reader whose `read(n)` resolves to the
+// file's first `n` bytes (fewer at its end), fetching only what it has not read yet. `size` is
+// the file's size where known, `ended` whether the last read reached the end, `transferred`
+// the model bytes read so far (network or cache), `from` where they come from.
+
+// Bytes a probe holds: read as they come, grown to what is asked.
+class Prefix {
+  bytes = new Uint8Array(0);
+
+  append(chunk) {
+    const grown = new Uint8Array(this.bytes.length + chunk.length);
+    grown.set(this.bytes);
+    grown.set(chunk, this.bytes.length);
+    this.bytes = grown;
+  }
+}
+
+// A stream read until it has given `n` bytes; `close()` cancels the rest (the download of a
+// server that ignored the range ends there). A byte stream (fetch bodies, the cache's) is read
+// into a buffer of just the bytes still wanted, so no more than `n` are taken from it.
+class StreamPrefix extends Prefix {
+  #reader;
+  #byob = false;
+  #stop;
+
+  constructor(stream, { size, from, stop }) {
+    super();
+    try {
+      this.#reader = stream.getReader({ mode: 'byob' });
+      this.#byob = true;
+    } catch {
+      this.#reader = stream.getReader();
+    }
+    this.#stop = stop;
+    this.size = size;
+    this.from = from;
+    this.ended = false;
+    this.transferred = 0;
+  }
+
+  async read(n) {
+    while (this.bytes.length < n && !this.ended) {
+      const want = Math.min(n - this.bytes.length, 1 << 20);
+      const { done, value } = this.#byob
+        ? await this.#reader.read(new Uint8Array(want))
+        : await this.#reader.read();
+      if (done) {
+        this.ended = true;
+        this.size ??= this.bytes.length;
+      } else {
+        this.append(value);
+        this.transferred += value.length;
+      }
+    }
+    return this.bytes.subarray(0, Math.min(n, this.bytes.length));
+  }
+
+  close() {
+    this.#reader.cancel().catch(() => {});
+    this.#stop?.();
+  }
+}
+
+// A URL read by HTTP Range requests (`bytes=have-(n-1)`), each asking only for bytes it has
+// not read; a server that answers a range with the whole file (200) is read as a stream and
+// cut off once the header is read.
+class RangePrefix extends Prefix {
+  #url;
+  #signal;
+  #stream = null;
+
+  constructor(url, signal) {
+    super();
+    this.#url = url;
+    this.#signal = signal;
+    this.size = undefined;
+    this.from = 'network';
+    this.ended = false;
+    this.transferred = 0;
+    this.requests = 0;
+  }
+
+  async #fromStream(n) {
+    const out = await this.#stream.read(n);
+    this.size = this.#stream.size;
+    this.ended = this.#stream.ended;
+    this.transferred = this.#stream.transferred;
+    return out;
+  }
+
+  async read(n) {
+    if (this.#stream) return this.#fromStream(n);
+    const end = this.size === undefined ? n : Math.min(n, this.size);
+    if (this.bytes.length >= end) {
+      this.ended = this.size !== undefined && this.bytes.length >= this.size;
+      return this.bytes.subarray(0, end);
+    }
+    const stop = new AbortController();
+    const forward = () => stop.abort();
+    this.#signal?.addEventListener('abort', forward, { once: true });
+    let response;
+    try {
+      response = await fetch(this.#url, {
+        headers: { range: `bytes=${this.bytes.length}-${end - 1}` },
+        signal: stop.signal,
+      });
+    } catch (e) {
+      this.#signal?.removeEventListener('abort', forward);
+      if (this.#signal?.aborted) throw abortError('the probe');
+      throw new RunaheadError('fetch', `cannot fetch ${this.#url}: ${e.message}`, { cause: e });
+    }
+    this.requests += 1;
+    const range = /^bytes (?:(\d+)-\d+|\*)\/(\d+|\*)\s*$/.exec(response.headers.get('content-range') ?? '');
+    if (range && range[2] !== '*') this.size = Number(range[2]);
+    if (response.status === 206 && range?.[1] !== undefined && Number(range[1]) !== this.bytes.length) {
+      this.#signal?.removeEventListener('abort', forward);
+      stop.abort();
+      throw new RunaheadError('fetch', `cannot fetch ${this.#url}: asked for bytes from ${this.bytes.length}, ` +
+        `the server sent ${response.headers.get('content-range')}`);
+    }
+    if (response.status === 416) {
+      // Nothing at or past the first byte asked for: the file ends there.
+      this.#signal?.removeEventListener('abort', forward);
+      this.ended = true;
+      this.size ??= this.bytes.length;
+      return this.bytes;
+    }
+    if (response.status === 200 && response.body) {
+      // The server ignores ranges: the whole file comes; read what is needed, then cut it off.
+      this.#stream = new StreamPrefix(response.body, {
+        size: describe(this.#url, response).size,
+        from: 'network',
+        stop: () => {
+          stop.abort();
+          this.#signal?.removeEventListener('abort', forward);
+        },
+      });
+      this.#stream.transferred = this.transferred;
+      return this.#fromStream(n);
+    }
+    this.#signal?.removeEventListener('abort', forward);
+    if (response.status !== 206 || !response.body) {
+      throw new RunaheadError('fetch', `cannot fetch ${this.#url}: HTTP ${response.status}`);
+    }
+    const asked = end - this.bytes.length;
+    const chunk = new Uint8Array(await response.arrayBuffer());
+    this.append(chunk);
+    this.transferred += chunk.length;
+    // A range shorter than asked for (and no size said) means the file ends there.
+    if (chunk.length < asked) {
+      this.ended = true;
+      this.size ??= this.bytes.length;
+    }
+    this.ended ||= this.size !== undefined && this.bytes.length >= this.size;
+    return this.bytes.subarray(0, Math.min(n, this.bytes.length));
+  }
+
+  close() {
+    this.#stream?.close();
+  }
+}
+
+// A Blob (File) read by slices; bytes the caller holds, as they are.
+class BlobPrefix extends Prefix {
+  #blob;
+
+  constructor(blob, from) {
+    super();
+    this.#blob = blob;
+    this.size = blob.size;
+    this.from = from;
+    this.ended = false;
+    this.transferred = 0;
+  }
+
+  async read(n) {
+    const end = Math.min(n, this.size);
+    if (end > this.bytes.length) {
+      const chunk = new Uint8Array(await this.#blob.slice(this.bytes.length, end).arrayBuffer());
+      this.append(chunk);
+      this.transferred += chunk.length;
+    }
+    this.ended = this.bytes.length >= this.size;
+    return this.bytes.subarray(0, end);
+  }
+
+  close() {}
+}
+
+class BytesPrefix {
+  constructor(bytes, size) {
+    this.bytes = bytes;
+    this.size = size;
+    this.from = 'bytes';
+    this.ended = false;
+    this.transferred = 0;
+  }
+
+  async read(n) {
+    if (n > this.bytes.length && this.bytes.length < this.size) {
+      throw new RunaheadError(
+        'invalid_source',
+        `probe(): the model's header is longer than the ${this.bytes.length} bytes sent to the ` +
+          "engine's thread: probe the File or URL, or pass `worker: false`",
+      );
+    }
+    this.ended = n >= this.size;
+    this.transferred = Math.min(n, this.bytes.length);
+    return this.bytes.subarray(0, Math.min(n, this.bytes.length));
+  }
+
+  close() {}
+}
+
+/**
+ * A reader of the first bytes of `source` (see the classes above). A URL is read from the model
+ * cache when it holds the file the server has (as `load` would read it), else by range
+ * requests. `{bytes, size}` (what the package sends a worker for bytes the page holds: a copy
+ * of their first part) reads `bytes` as the first part of a file of `size` bytes.
+ */
+export async function openPrefix(source, { cache: useCache, signal } = {}) {
+  if (typeof source === 'string' || source instanceof URL) {
+    const url = new URL(source, globalThis.location?.href).href;
+    const cache = useCache === false ? null : await openModelCache();
+    const stored = cache && (await cache.match(url).catch(() => undefined));
+    const meta = stored && metaOf(stored);
+    if (meta && stored.body) {
+      let usable;
+      try {
+        const head = await fetch(url, { method: 'HEAD', signal });
+        usable = head.ok && sameFile(meta, describe(url, head));
+      } catch {
+        if (signal?.aborted) throw abortError('the probe');
+        usable = true; // offline: the cached copy is what a load would read
+      }
+      if (usable) return new StreamPrefix(stored.body, { size: meta.size, from: 'cache' });
+      stored.body.cancel().catch(() => {});
+    }
+    return new RangePrefix(url, signal);
+  }
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return new BlobPrefix(source, 'file');
+  if (source instanceof ArrayBuffer) return new BytesPrefix(new Uint8Array(source), source.byteLength);
+  if (ArrayBuffer.isView(source)) {
+    const view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+    return new BytesPrefix(view, view.length);
+  }
+  if (source?.bytes instanceof ArrayBuffer && typeof source.size === 'number') {
+    return new BytesPrefix(new Uint8Array(source.bytes), source.size);
+  }
+  checkSource(source);
 }

@@ -5,6 +5,7 @@
 
 import { loadEngine, wasmMemoryBytes } from './core.js';
 import { bindings } from './bindings.js';
+import { probeHere } from './probe.js';
 import { serializeError } from './errors.js';
 
 let engine = null;
@@ -24,6 +25,10 @@ const ops = {
     engine = loaded.engine;
     clearHistory = loaded.clearHistory;
     return { info: loaded.info, from: loaded.from };
+  },
+  // Runahead.probe: a worker of its own, ended once it answers.
+  probe(_id, { source, options }) {
+    return probeHere(source, options);
   },
   generate(id, { prompt, options }) {
     return engine.generate(prompt, options, (text, token, fromDraft) => {

@@ -1,6 +1,8 @@
 // The model card: load a GGUF (URL or local file, optionally with a draft model) through
 // `Runahead.load`, showing each load phase, where the bytes came from (network, the model
-// cache, a file), the backend (GPU adapter or why the CPU engine) and the load's events.
+// cache, a file), the backend (GPU adapter or why the CPU engine) and the load's events. Before
+// the download, `Runahead.probe` reads the file's header: what it says is the first event, and a
+// model the engines cannot run, or that does not fit here, is not downloaded.
 
 import { Runahead } from '../pkg/index.js';
 import { $, megabytes } from './ui.js';
@@ -118,6 +120,20 @@ function showDraftSupport(info, asked) {
   if (option.disabled && $('draft').value === 'model') $('draft').value = 'suffix';
 }
 
+// One line of what the probe said: the model, what it needs, where it would run, whether it fits.
+function describeProbe(p) {
+  const params = `${(p.parameters / 1e6).toFixed(0)}M parameters`;
+  const need = p.weightsBytes === undefined ? '' :
+    `, weights ${megabytes(p.weightsBytes)} + KV cache ${megabytes(p.shape?.kvCacheBytes ?? 0)} at ${p.shape?.context} tokens`;
+  const limits = p.adapter
+    ? `; adapter ${p.adapter.description || p.adapter.vendor || 'unnamed'} (binding limit ` +
+      `${megabytes(Math.min(p.adapter.limits.maxStorageBufferBindingSize, p.adapter.limits.maxBufferSize))})`
+    : '';
+  const verdict = p.fits ? `fits on the ${p.backend === 'cpu' ? 'CPU engine' : 'GPU'}` : `does not fit: ${p.fitsReason}`;
+  return `probe (${megabytes(p.transferredBytes)} read): ${p.architecture ?? 'unknown'}, ${params}, ` +
+    `file ${megabytes(p.fileSize)}${need}${limits}; ${verdict}`;
+}
+
 /** Loads `source`; resolves to the model, or rejects with the load's error. */
 export async function loadModel(source, name) {
   const events = $('events');
@@ -127,9 +143,29 @@ export async function loadModel(source, name) {
   $('load-progress').hidden = false;
   setModelStatus('loading', `Reading ${name}…`);
   const draft = draftSource();
+  const context = Number($('context').value) || undefined;
   try {
+    // The header first: a model the engines refuse, or too large here, costs no download. A
+    // probe that fails (a server that refuses ranges and streams alike) leaves it to the load.
+    let probe = null;
+    try {
+      probe = await Runahead.probe(source, { context });
+    } catch (e) {
+      if (e.code === 'gguf') throw e;
+    }
+    if (probe) {
+      const item = document.createElement('li');
+      item.dataset.type = 'probe';
+      item.textContent = describeProbe(probe);
+      events.append(item);
+      if (!probe.fits) {
+        const error = new Error(probe.fitsReason);
+        error.code = probe.supported ? 'out_of_memory' : 'unsupported_model';
+        throw error;
+      }
+    }
     const model = await Runahead.load(source, {
-      context: Number($('context').value) || undefined,
+      context,
       ...(draft ? { draft } : {}),
       onProgress: showPhase,
       onEvent: (event) => {
