@@ -89,7 +89,7 @@ impl EngineTask for Repl<'_> {
             messages.push(ChatMessage::new("user", line));
             let prompt = self
                 .tok
-                .encode(&self.template.render_conversation(&messages)?)?;
+                .encode_rendered(&self.template.render_conversation(&messages)?)?;
             let result = pollster::block_on(generate_text(
                 model,
                 drafter.as_deref_mut(),

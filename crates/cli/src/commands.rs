@@ -101,18 +101,19 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     DraftSpec::parse(&args.engine.draft)?;
     let file = open(&args.engine.model)?;
     let tok = tokenizer(&file)?;
-    let text = if args.chat {
+    // A rendered chat prompt may already start with the BOS text the tokenizer adds:
+    // `encode_rendered` keeps one BOS, as llama.cpp does.
+    let prompt = if args.chat {
         let template = chat_template(&file, &tok, "--chat")?;
         let mut messages = Vec::new();
         if let Some(system) = &args.system {
             messages.push(ChatMessage::new("system", system));
         }
         messages.push(ChatMessage::new("user", &args.prompt));
-        template.render_conversation(&messages)?
+        tok.encode_rendered(&template.render_conversation(&messages)?)?
     } else {
-        args.prompt.clone()
+        tok.encode(&args.prompt)?
     };
-    let prompt = tok.encode(&text)?;
     if prompt.is_empty() {
         bail!("the prompt is empty: give some text with --prompt");
     }

@@ -82,11 +82,12 @@ fn encode(
     text: &str,
     chat: bool,
 ) -> Result<Vec<u32>> {
-    let text = match (chat, template) {
-        (true, Some(t)) => t.render(&[ChatMessage::new("user", text)], true)?,
-        _ => text.to_owned(),
-    };
-    Ok(tok.encode(&text)?)
+    Ok(match (chat, template) {
+        (true, Some(t)) => {
+            tok.encode_rendered(&t.render(&[ChatMessage::new("user", text)], true)?)?
+        }
+        _ => tok.encode(text)?,
+    })
 }
 
 pub fn run(

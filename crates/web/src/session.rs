@@ -151,18 +151,22 @@ impl Session {
     /// model's chat template as one user message, as `runahead generate [--chat]` does; a
     /// conversation rendered by the template with the assistant's turn opened.
     pub fn prompt_tokens(&self, prompt: &Prompt, chat: bool) -> Result<Vec<u32>, WebError> {
-        let text = match prompt {
-            Prompt::Text(text) if !chat => text.clone(),
-            Prompt::Text(text) => self
-                .template()?
-                .render(&[ChatMessage::new("user", text)], true)?,
+        // A rendered template may already start with the BOS text the tokenizer adds:
+        // `encode_rendered` keeps one BOS, as llama.cpp does.
+        let ids = match prompt {
+            Prompt::Text(text) if !chat => self.tokenizer.encode(text)?,
+            Prompt::Text(text) => self.tokenizer.encode_rendered(
+                &self
+                    .template()?
+                    .render(&[ChatMessage::new("user", text)], true)?,
+            )?,
             Prompt::Messages(messages) => {
                 // Checked first: a bad conversation is the caller's error on any model.
                 check_conversation(messages)?;
-                self.template()?.render_conversation(messages)?
+                self.tokenizer
+                    .encode_rendered(&self.template()?.render_conversation(messages)?)?
             }
         };
-        let ids = self.tokenizer.encode(&text)?;
         if ids.is_empty() {
             return Err(WebError::new(
                 Code::EmptyPrompt,
