@@ -116,13 +116,10 @@ fn a_matrix_of_the_wrong_size_is_an_error() {
 /// rows and their combinations, at odd sizes and the real models' sizes.
 #[test]
 fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
-    let simd: Vec<Kernels> = Isa::ALL[1..]
-        .iter()
-        .copied()
-        .filter_map(Kernels::new)
-        .collect();
+    let test = "simd_kernels_equal_the_scalar_kernels_bit_for_bit";
+    let simd = Isa::kernels_for_test(test, &Isa::ALL[1..]);
     if simd.is_empty() {
-        eprintln!("no SIMD instruction set on this machine: nothing to compare");
+        println!("skipped: {test}: no SIMD instruction set on this machine, nothing to compare");
         return;
     }
     for k in simd {
@@ -134,7 +131,7 @@ fn simd_kernels_equal_the_scalar_kernels_bit_for_bit() {
 /// -128 and 255-style bytes), where a SIMD pair sum could saturate.
 #[test]
 fn simd_kernels_handle_extreme_values() {
-    for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
+    for k in Isa::kernels_for_test("simd_kernels_handle_extreme_values", &Isa::ALL[1..]) {
         extremes(k);
     }
 }
@@ -165,6 +162,10 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
     use runahead_cpu::kernels::{F16Rows, F32Rows};
     use runahead_model::testing::TestRng;
 
+    let every = Isa::kernels_for_test(
+        "attention_kernels_equal_the_scalar_kernels_bit_for_bit",
+        &Isa::ALL,
+    );
     let mut rng = TestRng::new(29);
     for len in [1, 7, 8, 13, 64, 67, 72, 128, 136] {
         for n_slots in [1, 5, 8, 9, 16, 17, 33] {
@@ -226,7 +227,7 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
                 .iter()
                 .flat_map(|&s| rows.row(s).iter().map(|v| v.to_f32()))
                 .collect();
-            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+            for k in every.iter().copied() {
                 let mut scores = vec![7.0];
                 k.scores_f32_dense(&q, &dense, first.len(), 0.125, &mut scores);
                 let mut out = start.clone();
@@ -235,7 +236,7 @@ fn attention_kernels_equal_the_scalar_kernels_bit_for_bit() {
                 assert_bits_eq(&scores, &want_dense.0, &format!("scores, {what}"));
                 assert_bits_eq(&out, &want_dense.1, &format!("weighted sum, {what}"));
             }
-            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+            for k in every.iter().copied() {
                 let mut runs = vec![("f32", run_widened(k))];
                 if k.isa() != Isa::Scalar {
                     runs.push(("f16", run(k)));
@@ -259,6 +260,7 @@ fn keys_in_each_layout_score_as_the_scalar_kernel() {
     use runahead_cpu::kernels::F16Rows;
     use runahead_model::testing::TestRng;
 
+    let every = Isa::kernels_for_test("keys_in_each_layout_score_as_the_scalar_kernel", &Isa::ALL);
     let mut rng = TestRng::new(31);
     for len in [8, 13, 16, 64, 72, 128] {
         for count in [8, 16, 17, 32, 48, 64] {
@@ -273,7 +275,7 @@ fn keys_in_each_layout_score_as_the_scalar_kernel() {
             let slots: Vec<usize> = (0..count).collect();
             let mut want = Vec::new();
             runahead_cpu::kernels::scalar::scores(&q, rows, &slots, 0.125, &mut want);
-            for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+            for k in every.iter().copied() {
                 let (mut keys, mut got) = (vec![5.0; 3], vec![7.0]);
                 k.widen_keys(rows, count, &mut keys);
                 k.scores_keys(&q, &keys, count, 0.125, &mut got);
@@ -295,6 +297,10 @@ fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
     use runahead_cpu::kernels::{scalar, F16Rows};
     use runahead_model::testing::TestRng;
 
+    let every = Isa::kernels_for_test(
+        "pairs_read_from_the_cache_equal_the_scalar_kernels",
+        &Isa::ALL,
+    );
     let mut rng = TestRng::new(37);
     for len in [64, 128] {
         for count in [16, 24, 32, 64] {
@@ -316,7 +322,7 @@ fn pairs_read_from_the_cache_equal_the_scalar_kernels() {
                     scalar::scores(&q[j], rows, &slots, 0.125, &mut want_scores[j]);
                     scalar::weighted_sum(rows, &slots, &p[j], &mut want_sums[j]);
                 }
-                for k in Isa::ALL.iter().copied().filter_map(Kernels::new) {
+                for k in every.iter().copied() {
                     let what = format!("{:?}, length {len}, {count} slots, {pairs} pairs", k.isa());
                     let qs: Vec<&[f32]> = q.iter().map(Vec::as_slice).collect();
                     let mut scores = vec![vec![9.0]; pairs];
@@ -377,7 +383,8 @@ fn attention_kernels_convert_every_f16_like_the_scalar_path() {
         out
     };
     let want = sum(Kernels::scalar());
-    for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
+    let test = "attention_kernels_convert_every_f16_like_the_scalar_path";
+    for k in Isa::kernels_for_test(test, &Isa::ALL[1..]) {
         for (i, (a, b)) in sum(k).iter().zip(&want).enumerate() {
             assert!(
                 a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
@@ -401,7 +408,8 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
     use runahead_cpu::q8::{q8_blocks_per_row, Q8Rows};
     // Sixteen rows: AVX-512 multiplies them side by side (`Layout::Lanes16`).
     let (rows, cols) = (16, 576);
-    for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {
+    let test = "q32_products_do_not_depend_on_the_activations_arrangement";
+    for kernels in Isa::kernels_for_test(test, &Isa::ALL) {
         for format in [
             Q32Format::Q4_0,
             Q32Format::Q4_1,
@@ -467,14 +475,10 @@ fn q32_products_do_not_depend_on_the_activations_arrangement() {
 /// `exp(x - max)` and SiLU's `exp(-x)`), a million at a time, against the scalar path's
 /// `f32::exp`: x86 replicates glibc's `expf`, which must give the same bits everywhere, the
 /// branches for |x| >= 88, infinities and NaN included.
-fn check_exponentials(step: u64) {
+fn check_exponentials(test: &str, step: u64) {
     const CHUNK: u64 = 1 << 20;
     let all = u32::MAX as u64;
-    let simd: Vec<Kernels> = Isa::ALL[1..]
-        .iter()
-        .copied()
-        .filter_map(Kernels::new)
-        .collect();
+    let simd = Isa::kernels_for_test(test, &Isa::ALL[1..]);
     let same = |a: &[f32], b: &[f32], what: &str| {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             let both_nan = x.is_nan() && y.is_nan();
@@ -519,7 +523,7 @@ fn check_exponentials(step: u64) {
 /// Every 61st f32 (70 million: every exponent of both signs, a few seconds).
 #[test]
 fn exponentials_equal_the_scalar_path_bit_for_bit() {
-    check_exponentials(61);
+    check_exponentials("exponentials_equal_the_scalar_path_bit_for_bit", 61);
 }
 
 /// Every f32 (about three minutes in release):
@@ -527,13 +531,14 @@ fn exponentials_equal_the_scalar_path_bit_for_bit() {
 #[test]
 #[ignore = "every f32: run by hand"]
 fn exponentials_equal_the_scalar_path_on_every_f32() {
-    check_exponentials(1);
+    check_exponentials("exponentials_equal_the_scalar_path_on_every_f32", 1);
 }
 
 /// Softmax rows of odd lengths, scores up to +-120 (lanes past 88 take the scalar branch
 /// beside vector lanes), on every instruction set: the scalar path's bits.
 #[test]
 fn softmax_equals_the_scalar_path_bit_for_bit() {
+    let simd = Isa::kernels_for_test("softmax_equals_the_scalar_path_bit_for_bit", &Isa::ALL[1..]);
     for len in [1, 7, 8, 9, 33, 65, 1031] {
         let mut row = random_input(1, len, len as u64);
         for (i, v) in row.iter_mut().enumerate() {
@@ -541,7 +546,7 @@ fn softmax_equals_the_scalar_path_bit_for_bit() {
         }
         let mut want = row.clone();
         Kernels::scalar().softmax(&mut want);
-        for k in Isa::ALL[1..].iter().copied().filter_map(Kernels::new) {
+        for &k in &simd {
             let mut got = row.clone();
             k.softmax(&mut got);
             assert_bits_eq(&got, &want, &format!("{:?} softmax of {len}", k.isa()));
@@ -564,9 +569,11 @@ fn softmax_of_rows_side_by_side_equals_each_rows_own() {
         }
         v
     };
+    let test = "softmax_of_rows_side_by_side_equals_each_rows_own";
+    let every = Isa::kernels_for_test(test, &Isa::ALL);
     for count in (1..=9).chain([19]) {
         let rows: Vec<Vec<f32>> = (0..count).map(row).collect();
-        for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
+        for &k in &every {
             let mut together = rows.clone();
             k.softmax_rows(&mut together);
             for (r, (got, row)) in together.iter().zip(&rows).enumerate() {

@@ -5,7 +5,7 @@ mod common;
 use common::{assert_bits_eq, product, random_input, random_matrix};
 use runahead_cpu::formats::WeightFormat;
 use runahead_cpu::matmul::Matrix;
-use runahead_cpu::{Isa, Kernels};
+use runahead_cpu::Isa;
 
 /// A gated product (SwiGLU's gate and up, the element-wise step done by each unit of rows as
 /// its products come) equals the two products followed by the step over whole rows, bit for
@@ -19,7 +19,8 @@ fn a_gated_product_is_the_two_products_then_the_step() {
     use runahead_cpu::matmul::matmul_gated;
     use runahead_cpu::pool::with_team;
     let (rows, cols) = (208, 256); // 13 groups of sixteen rows
-    for kernels in Isa::ALL.into_iter().filter_map(Kernels::new) {
+    let test = "a_gated_product_is_the_two_products_then_the_step";
+    for kernels in Isa::kernels_for_test(test, &Isa::ALL) {
         for format in [
             WeightFormat::Q32(Q32Format::Q4_1),
             WeightFormat::Q32(Q32Format::Q8_0),

@@ -90,6 +90,39 @@ impl Isa {
         }
     }
 
+    /// Whether the set's kernels are compiled for this target (x86-64's on x86-64, NEON on
+    /// aarch64, SIMD128 on wasm32, the scalar ones everywhere): such a set that
+    /// [`Isa::is_available`] denies is one this CPU (or this wasm build) lacks.
+    pub fn is_of_this_target(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            Isa::Avx2 | Isa::Avx512 => cfg!(target_arch = "x86_64"),
+            Isa::Simd128 => cfg!(target_arch = "wasm32"),
+            Isa::Neon => cfg!(target_arch = "aarch64"),
+        }
+    }
+
+    /// The kernels of each set in `sets` this machine runs, for a test named `test`; each set
+    /// of this target it cannot run is said on the test's output (`skipped: <test>: this CPU
+    /// lacks <set>`), so that a passing test never hides that it checked fewer sets than it
+    /// names.
+    pub fn kernels_for_test(test: &str, sets: &[Isa]) -> Vec<Kernels> {
+        let mut kernels = Vec::new();
+        for &isa in sets {
+            match Kernels::new(isa) {
+                Some(k) => kernels.push(k),
+                None if isa == Isa::Simd128 && isa.is_of_this_target() => {
+                    println!("skipped: {test}: this build lacks {}", isa.name())
+                }
+                None if isa.is_of_this_target() => {
+                    println!("skipped: {test}: this CPU lacks {}", isa.name())
+                }
+                None => {}
+            }
+        }
+        kernels
+    }
+
     /// Whether this machine can run the set.
     pub fn is_available(self) -> bool {
         match self {

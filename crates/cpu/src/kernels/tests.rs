@@ -2,7 +2,7 @@
 //! [`crate::packed_k`].
 
 use super::scalar::decode_k;
-use super::{Isa, Kernels};
+use super::Isa;
 use crate::formats::{KFormat, Q32Format, WeightFormat};
 use crate::{packed, packed_k};
 
@@ -19,7 +19,7 @@ fn bytes(n: usize) -> Vec<u8> {
 /// portable one.
 #[test]
 fn every_instruction_set_packs_the_same_bytes() {
-    for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
+    for k in Isa::kernels_for_test("every_instruction_set_packs_the_same_bytes", &Isa::ALL) {
         for f in Q32Format::ALL {
             let row_bytes = 14 * f.block_bytes(); // a span, a group, a pair
             let rows = bytes(5 * row_bytes);
@@ -36,7 +36,8 @@ fn every_instruction_set_packs_the_same_bytes() {
 /// The kernels' packing of the K-quants (AVX2's own code) writes the bytes of the portable one.
 #[test]
 fn every_instruction_set_packs_the_same_k_quant_bytes() {
-    for k in Isa::ALL.into_iter().filter_map(Kernels::new) {
+    let test = "every_instruction_set_packs_the_same_k_quant_bytes";
+    for k in Isa::kernels_for_test(test, &Isa::ALL) {
         for f in K_FORMATS {
             let row_bytes = 3 * f.block_bytes();
             let rows = bytes(4 * row_bytes);
