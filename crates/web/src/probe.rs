@@ -360,7 +360,7 @@ mod tests {
     fn a_prefix_inside_the_header_asks_for_more_and_the_rest_is_the_files_error() {
         let mut w = GgufWriter::new();
         w.meta_str("general.architecture", "mamba");
-        w.tensor_f32("a", &[4], &[1.0; 4]);
+        w.tensor_f32("token_embd.weight", &[4, 2], &[1.0; 8]);
         let bytes = w.to_bytes();
         let size = bytes.len() as u64;
         let more = |cut: usize| match Gguf::parse_prefix(&bytes[..cut], size) {
@@ -378,7 +378,8 @@ mod tests {
         let probe = describe(&header, Some(size), None);
         assert!(!probe.supported);
         assert!(probe.reason.unwrap().contains("mamba"));
-        assert_eq!(probe.parameters, 4);
+        assert!(!probe.checks.architecture.supported);
+        assert_eq!(probe.parameters, 8);
         // Not a GGUF at all: the file's error, not a request for more.
         let bad = Gguf::parse_prefix(b"GGUX\x03\0\0\0", 1 << 20).unwrap_err();
         assert_eq!(
