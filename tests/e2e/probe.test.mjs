@@ -286,7 +286,7 @@ test('a supported model: the header alone, what the CLI and a load say', { timeo
   assert.equal(p.engines.cpu.fits, true);
 
   // The native CLI reads the same parameters and tensors from the whole file.
-  const { stdout } = await promisify(execFile)(runahead, ['info', join(root, SMOLLM)]);
+  const { stdout } = await promisify(execFile)(runahead, ['info', '--model', join(root, SMOLLM)]);
   const cli = /parameters\s+(\d+) in (\d+) tensors/.exec(stdout);
   assert.ok(cli, stdout);
   assert.equal(p.parameters, Number(cli[1]));
