@@ -5,13 +5,16 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel};
 use web_time::Instant;
 
-use crate::depth::{Depth, DepthController, StepRecord};
-use crate::draft::Draft;
-use crate::drafter::{observe_unverified, DraftRequest, Drafter};
+use crate::depth::{Depth, DepthController};
+use crate::drafter::Drafter;
 use crate::error::GenerateError;
 use crate::limits::{MAX_DRAFT, PREFILL_CHUNK};
 use crate::sampling::{Sampler, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
+
+mod step;
+
+use step::{keep_path, learn_from_step, propose, Proposal};
 
 /// Where an emitted token came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -269,16 +272,7 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     mut on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
     let mut sampler = Sampler::new(opts.sampling.clone())?;
-    if prompt.is_empty() {
-        return Err(GenerateError::EmptyPrompt);
-    }
-    let context = model.capacity();
-    if prompt.len() >= context {
-        return Err(GenerateError::PromptTooLong {
-            prompt: prompt.len(),
-            context,
-        });
-    }
+    let context = check_prompt(prompt, model.capacity())?;
     let mut stats = Stats {
         prompt_tokens: prompt.len(),
         ..Stats::default()
@@ -303,6 +297,123 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     let previous = std::mem::take(cached);
     let reused = previous.reusable(prompt, model.cache_len());
     stats.cached_tokens = reused;
+    let mut next = prefill(model, prompt, reused, &mut sampler).await?;
+    if let Some(d) = drafter.as_deref_mut() {
+        d.prefill(prompt).await?;
+    }
+    stats.prefill_seconds = start.elapsed().as_secs_f64();
+
+    // Prompt and output so far: what drafters look at.
+    let mut history = prompt.to_vec();
+    let mut depth = DepthController::new(opts.depth.clone());
+    let start = Instant::now();
+    let mut emit = |t: u32, from: Provenance, out: &mut Generation, history: &mut Vec<u32>| {
+        out.tokens.push(t);
+        out.provenance.push(from);
+        history.push(t);
+        if on_token(t, from).is_break() {
+            Some(StopReason::Cancelled)
+        } else if is_end(t) {
+            Some(StopReason::EndOfText)
+        } else {
+            None
+        }
+    };
+    'decode: loop {
+        // Emit `next` (not yet in the cache) and the accepted draft tokens queued behind it.
+        if let Some(stop) = emit(next, Provenance::Target, &mut out, &mut history) {
+            out.stop = stop;
+            break;
+        }
+        let base = model.cache_len();
+        let room = match room_for_draft(opts.max_tokens - out.tokens.len(), base, context) {
+            Ok(room) => room,
+            Err(stop) => {
+                out.stop = stop;
+                break;
+            }
+        };
+        if drafter.is_some() {
+            stats.calibration_seconds += depth.refine(model).await?;
+        }
+        depth.at_context(base);
+        let step = match drafter.as_deref_mut() {
+            Some(d) if room > 0 => {
+                propose(d, &mut depth, &history, room, &sampler.params, &mut stats).await?
+            }
+            _ => Proposal::none(),
+        };
+
+        let verify_start = Instant::now();
+        let verdict = verify(model, next, &step.draft, &mut sampler, opts.rejection).await?;
+        let verify_seconds = verify_start.elapsed().as_secs_f64();
+        stats.target_forwards += 1;
+        keep_path(model, base, &step.draft, &verdict.path)?;
+        let draft = match drafter.as_deref_mut() {
+            Some(d) => {
+                let timing = (verify_seconds, base);
+                learn_from_step(d, step, &verdict, timing, &mut stats, &mut depth)
+            }
+            None => step.draft,
+        };
+
+        for &node in &verdict.path {
+            let t = draft.tokens[node];
+            if let Some(stop) = emit(t, Provenance::Draft, &mut out, &mut history) {
+                out.stop = stop;
+                break 'decode;
+            }
+        }
+        next = verdict.next;
+    }
+    if let Some(d) = drafter {
+        d.finish(prompt.len(), &history);
+    }
+    *cached = keep_emitted(model, history);
+    stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
+    stats.generated_tokens = out.tokens.len();
+    out.stats = stats;
+    out.depth = depth.into_depth();
+    Ok(out)
+}
+
+/// Checks that `prompt` is not empty and leaves room in a cache of `context` entries for at
+/// least one new token; `context` again.
+fn check_prompt(prompt: &[u32], context: usize) -> Result<usize, GenerateError> {
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt);
+    }
+    if prompt.len() >= context {
+        return Err(GenerateError::PromptTooLong {
+            prompt: prompt.len(),
+            context,
+        });
+    }
+    Ok(context)
+}
+
+/// Room for the next step's draft behind `base` cached entries, with `remaining` tokens left
+/// to emit: the output budget, the cache, and the engine's block size; or why the generation
+/// stops before the step.
+fn room_for_draft(remaining: usize, base: usize, context: usize) -> Result<usize, StopReason> {
+    if remaining == 0 {
+        return Err(StopReason::MaxTokens);
+    }
+    if base >= context {
+        return Err(StopReason::ContextFull);
+    }
+    Ok((remaining - 1).min(context - base - 1).min(MAX_DRAFT))
+}
+
+/// Computes the cache entries of `prompt` past its first `reused` tokens (which the cache
+/// holds), in blocks of at most [`PREFILL_CHUNK`], and picks the first new token from the
+/// prompt's last row.
+async fn prefill<M: LanguageModel>(
+    model: &mut M,
+    prompt: &[u32],
+    reused: usize,
+    sampler: &mut Sampler,
+) -> Result<u32, GenerateError> {
     model.truncate(reused);
     let chunks: Vec<&[u32]> = prompt[reused..].chunks(PREFILL_CHUNK).collect();
     let (last, before) = chunks.split_last().ok_or(GenerateError::EmptyPrompt)?;
@@ -314,223 +425,17 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     // The next token comes from the prompt's last row only.
     let batch = Batch::causal(last, reused + before.len() * PREFILL_CHUNK).logits_for_last(1);
     let scores = Scores::forward(model, &batch, &sampler.params).await?;
-    let mut next = sampler.pick(&scores, scores.n_rows() - 1)?;
-    let mut next_from = Provenance::Target;
-    if let Some(d) = drafter.as_deref_mut() {
-        d.prefill(prompt).await?;
-    }
-    stats.prefill_seconds = start.elapsed().as_secs_f64();
+    Ok(sampler.pick(&scores, scores.n_rows() - 1)?)
+}
 
-    // Prompt and output so far: what drafters look at.
-    let mut history = prompt.to_vec();
-    let mut depth = DepthController::new(opts.depth.clone());
-    let start = Instant::now();
-    'decode: loop {
-        // Emit `next` (not yet in the cache) and the accepted draft tokens queued behind it.
-        out.tokens.push(next);
-        out.provenance.push(next_from);
-        history.push(next);
-        if on_token(next, next_from).is_break() {
-            out.stop = StopReason::Cancelled;
-            break;
-        }
-        if is_end(next) {
-            out.stop = StopReason::EndOfText;
-            break;
-        }
-        let remaining = opts.max_tokens - out.tokens.len();
-        if remaining == 0 {
-            out.stop = StopReason::MaxTokens;
-            break;
-        }
-        let base = model.cache_len();
-        if base >= context {
-            out.stop = StopReason::ContextFull;
-            break;
-        }
-        // Room for the draft: the output budget, the cache, and the engine's block size.
-        let room = (remaining - 1).min(context - base - 1).min(MAX_DRAFT);
-        if drafter.is_some() {
-            stats.calibration_seconds += depth.refine(model).await?;
-        }
-        depth.at_context(base);
-        let step = match drafter.as_deref_mut() {
-            Some(d) if room > 0 => {
-                propose(d, &mut depth, &history, room, &sampler.params, &mut stats).await?
-            }
-            _ => Proposal::none(),
-        };
-        let Proposal {
-            draft,
-            proposed,
-            expected,
-            shadow,
-            draft_seconds,
-        } = step;
-
-        let verify_start = Instant::now();
-        let verdict = verify(model, next, &draft, &mut sampler, opts.rejection).await?;
-        let verify_seconds = verify_start.elapsed().as_secs_f64();
-        stats.target_forwards += 1;
-        keep_path(model, base, &draft, &verdict.path)?;
-
-        if let Some(d) = drafter.as_deref_mut() {
-            let (expected, accepted) = if !draft.is_empty() {
-                d.observe(&draft, &verdict.path);
-                let s = stats.drafter(draft.source);
-                s.steps += 1;
-                s.drafted += draft.len();
-                s.accepted += verdict.path.len();
-                stats.drafted += draft.len();
-                stats.accepted += verdict.path.len();
-                (expected, verdict.path.len())
-            } else if let Some(shadow) = shadow {
-                // Not verified, but its first tokens can still be judged.
-                observe_unverified(d, shadow, verdict.next)
-            } else {
-                (0.0, 0)
-            };
-            depth.record(StepRecord {
-                source: draft.source,
-                expected,
-                accepted,
-                proposed,
-                draft_seconds,
-                verify_rows: draft.len() + 1,
-                verify_seconds,
-                context: base,
-            });
-        }
-        for &node in &verdict.path {
-            let t = draft.tokens[node];
-            out.tokens.push(t);
-            out.provenance.push(Provenance::Draft);
-            history.push(t);
-            if on_token(t, Provenance::Draft).is_break() {
-                out.stop = StopReason::Cancelled;
-                break 'decode;
-            }
-            if is_end(t) {
-                out.stop = StopReason::EndOfText;
-                break 'decode;
-            }
-        }
-        next = verdict.next;
-        next_from = Provenance::Target;
-    }
-    if let Some(d) = drafter {
-        d.finish(prompt.len(), &history);
-    }
-    // The cache holds the emitted tokens but the last (never fed back), and may hold verified
-    // draft tokens after a cancel that were never emitted: keep what matches `history`.
+/// The record of what the model's cache holds once a generation ends. The cache holds the
+/// emitted tokens but the last (never fed back), and may hold verified draft tokens after a
+/// cancel that were never emitted: what matches `history` is kept, the rest truncated.
+fn keep_emitted<M: LanguageModel>(model: &mut M, mut history: Vec<u32>) -> KvTokens {
     let kept = model.cache_len().min(history.len());
     model.truncate(kept);
     history.truncate(kept);
-    *cached = KvTokens(history);
-    stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
-    stats.generated_tokens = out.tokens.len();
-    out.stats = stats;
-    out.depth = depth.into_depth();
-    Ok(out)
-}
-
-/// One step's draft, trimmed to what is worth verifying.
-struct Proposal {
-    draft: Draft,
-    /// Nodes the drafter proposed (before trimming).
-    proposed: usize,
-    /// Expected accepted nodes of the trimmed draft.
-    expected: f64,
-    /// The untrimmed draft when trimming removed everything, to judge it afterwards.
-    shadow: Option<Draft>,
-    draft_seconds: f64,
-}
-
-impl Proposal {
-    fn none() -> Self {
-        Proposal {
-            draft: Draft::empty("none"),
-            proposed: 0,
-            expected: 0.0,
-            shadow: None,
-            draft_seconds: 0.0,
-        }
-    }
-}
-
-/// Asks the drafter for a draft within the step's room and trims it.
-async fn propose<D: Drafter + ?Sized>(
-    drafter: &mut D,
-    depth: &mut DepthController,
-    history: &[u32],
-    room: usize,
-    sampling: &SamplingParams,
-    stats: &mut Stats,
-) -> Result<Proposal, GenerateError> {
-    let alpha = drafter_alpha(stats, drafter.name());
-    let budget = depth.budget(drafter.name(), drafter.runs_a_model(), alpha, room);
-    if budget == 0 {
-        return Ok(Proposal::none());
-    }
-    let start = Instant::now();
-    let mut draft = drafter
-        .propose(DraftRequest {
-            context: history,
-            max_nodes: budget,
-            sampling,
-            cost: depth.cost(),
-        })
-        .await?;
-    let seconds = start.elapsed().as_secs_f64();
-    stats.drafter(draft.source).draft_seconds += seconds;
-    draft.truncate_to_best(room);
-    let proposed = draft.len();
-    let plan = depth.plan(&draft);
-    let shadow = if plan.keep == 0 && !draft.is_empty() {
-        let empty = Draft::empty(draft.source);
-        Some(std::mem::replace(&mut draft, empty))
-    } else {
-        draft.truncate_to_best(plan.keep);
-        None
-    };
-    Ok(Proposal {
-        draft,
-        proposed,
-        expected: plan.expected,
-        shadow,
-        draft_seconds: seconds,
-    })
-}
-
-/// Running acceptance rate of a drafter in this generation (optimistic before any data).
-fn drafter_alpha(stats: &Stats, name: &str) -> f64 {
-    stats
-        .drafters
-        .iter()
-        .find(|d| d.name == name && d.drafted > 0)
-        .map_or(0.7, |d| {
-            (d.accepted as f64 + 1.0) / (d.drafted as f64 + 1.0)
-        })
-}
-
-/// Keeps the root and the accepted path in the KV cache: a truncation when the path is the
-/// block's leading chain, a compaction when it runs through a tree.
-fn keep_path<M: LanguageModel>(
-    model: &mut M,
-    base: usize,
-    draft: &Draft,
-    path: &[usize],
-) -> Result<(), GenerateError> {
-    if path.iter().enumerate().all(|(i, &node)| node == i) {
-        model.truncate(base + 1 + path.len());
-        return Ok(());
-    }
-    let keep: Vec<usize> = std::iter::once(0)
-        .chain(path.iter().map(|&node| node + 1))
-        .collect();
-    debug_assert!(keep.windows(2).all(|w| w[0] < w[1]) && keep.len() <= draft.len() + 1);
-    model.compact(base, &keep)?;
-    Ok(())
+    KvTokens(history)
 }
 
 #[cfg(test)]
