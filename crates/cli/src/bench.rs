@@ -125,76 +125,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut outputs: Vec<Vec<Vec<u32>>> = Vec::new();
     for backend in args.backends.split(',').map(str::trim) {
-        let (row, out) = match backend {
-            "cpu" => {
-                let mut m = crate::load_cpu(&file, Some(2048), args.threads)?;
-                let detail = crate::cpu_detail(&m);
-                let (totals, out) = measure(&mut m, &prompts, &opts)?;
-                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
-                (
-                    Row {
-                        backend: "cpu".into(),
-                        detail,
-                        totals,
-                        dispatches_per_forward: None,
-                        host: Vec::new(),
-                        profile: Vec::new(),
-                        block_ms,
-                        prefill_ms,
-                    },
-                    out,
-                )
-            }
-            "reference" => {
-                let mut m = CpuModel::load(&file, Some(2048))?;
-                let (totals, out) = measure(&mut m, &prompts, &opts)?;
-                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
-                (
-                    Row {
-                        backend: "reference".into(),
-                        detail: "f32 reference".into(),
-                        totals,
-                        dispatches_per_forward: None,
-                        host: Vec::new(),
-                        profile: Vec::new(),
-                        block_ms,
-                        prefill_ms,
-                    },
-                    out,
-                )
-            }
-            "gpu" => {
-                let ctx = crate::open_gpu(args.gpu_kernels)?;
-                let mut m = GpuModel::load(&ctx, &file, Some(2048))?;
-                let (totals, out) = measure(&mut m, &prompts, &opts)?;
-                let d = m.dispatches_per_forward();
-                let host = pollster::block_on(m.host_costs(
-                    &prompts[0],
-                    &[1, args.verify_block.max(1)],
-                    args.host_reps.max(1),
-                    None,
-                ))?;
-                let profile = match args.profile {
-                    true => profile(&mut m, &prompts[0])?,
-                    false => Vec::new(),
-                };
-                let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
-                (
-                    Row {
-                        backend: "gpu".into(),
-                        detail: format!("{}, {} kernels", ctx.adapter_info, ctx.shape.name()),
-                        totals,
-                        dispatches_per_forward: Some(d),
-                        host,
-                        profile,
-                        block_ms,
-                        prefill_ms,
-                    },
-                    out,
-                )
-            }
-            other => anyhow::bail!("unknown backend '{other}' (cpu, reference, gpu)"),
-        };
+        let (row, out) = measure_backend(backend, &file, &prompts, &opts, args)?;
         eprintln!(
             "[{}: {:.2} tokens/s decoding]",
             row.backend,
@@ -204,17 +135,107 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         outputs.push(out);
     }
     let same = outputs.windows(2).all(|w| w[0] == w[1]);
-
-    let mut md = String::new();
     let name = args
         .model
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+
+    let mut md = String::new();
+    speed_table(&mut md, &name, prompts.len(), args, &rows)?;
+    agreement_lines(&mut md, same, &rows, &outputs)?;
+    block_table(&mut md, args, &rows)?;
+    host_table(&mut md, args, &rows)?;
+    profile_tables(&mut md, &rows)?;
+    print!("{md}");
+    if let Some(path) = &args.json {
+        let v = report_json(&name, prompts.len(), same, args, &rows);
+        std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
+    }
+    Ok(())
+}
+
+/// Plain decoding of every prompt on one backend (`cpu`, `reference` or `gpu`), with its
+/// block times, and on the gpu backend its host cost and (`--profile`) its kernels: the row
+/// of the report and each prompt's output.
+fn measure_backend(
+    backend: &str,
+    file: &std::sync::Arc<GgufFile>,
+    prompts: &[Vec<u32>],
+    opts: &GenerateOptions,
+    args: &BenchArgs,
+) -> Result<(Row, Vec<Vec<u32>>)> {
+    let plain = |backend: &str, detail: String, totals, block_ms, prefill_ms| Row {
+        backend: backend.into(),
+        detail,
+        totals,
+        dispatches_per_forward: None,
+        host: Vec::new(),
+        profile: Vec::new(),
+        block_ms,
+        prefill_ms,
+    };
+    match backend {
+        "cpu" => {
+            let mut m = crate::load_cpu(file, Some(2048), args.threads)?;
+            let detail = crate::cpu_detail(&m);
+            let (totals, out) = measure(&mut m, prompts, opts)?;
+            let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
+            Ok((plain("cpu", detail, totals, block_ms, prefill_ms), out))
+        }
+        "reference" => {
+            let mut m = CpuModel::load(file, Some(2048))?;
+            let (totals, out) = measure(&mut m, prompts, opts)?;
+            let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
+            let detail = "f32 reference".into();
+            Ok((
+                plain("reference", detail, totals, block_ms, prefill_ms),
+                out,
+            ))
+        }
+        "gpu" => {
+            let ctx = crate::open_gpu(args.gpu_kernels)?;
+            let mut m = GpuModel::load(&ctx, file, Some(2048))?;
+            let (totals, out) = measure(&mut m, prompts, opts)?;
+            let d = m.dispatches_per_forward();
+            let host = pollster::block_on(m.host_costs(
+                &prompts[0],
+                &[1, args.verify_block.max(1)],
+                args.host_reps.max(1),
+                None,
+            ))?;
+            let profile = match args.profile {
+                true => profile(&mut m, &prompts[0])?,
+                false => Vec::new(),
+            };
+            let (block_ms, prefill_ms) = block_times(&mut m, &prompts[0], args)?;
+            let row = Row {
+                backend: "gpu".into(),
+                detail: format!("{}, {} kernels", ctx.adapter_info, ctx.shape.name()),
+                totals,
+                dispatches_per_forward: Some(d),
+                host,
+                profile,
+                block_ms,
+                prefill_ms,
+            };
+            Ok((row, out))
+        }
+        other => anyhow::bail!("unknown backend '{other}' (cpu, reference, gpu)"),
+    }
+}
+
+/// The report's first table: prefill and decoding speed per backend, against the cpu's.
+fn speed_table(
+    md: &mut String,
+    name: &str,
+    prompts: usize,
+    args: &BenchArgs,
+    rows: &[Row],
+) -> Result<()> {
     writeln!(
         md,
-        "Model `{name}`, {} prompts, {} greedy tokens each, plain decoding.\n",
-        prompts.len(),
+        "Model `{name}`, {prompts} prompts, {} greedy tokens each, plain decoding.\n",
         args.max_tokens
     )?;
     writeln!(md, "| backend | device | prefill tok/s | decode tok/s | vs cpu | dispatches/forward | submits/token |")?;
@@ -223,7 +244,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .iter()
         .find(|r| r.backend == "cpu")
         .map(|r| r.totals.tokens_per_second());
-    for r in &rows {
+    for r in rows {
         let t = &r.totals;
         let prefill = t.prompt_tokens as f64 / t.prefill_seconds.max(1e-9);
         let ratio = cpu_tps.map_or("-".to_owned(), |c| {
@@ -245,6 +266,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             t.tokens_per_second()
         )?;
     }
+    Ok(())
+}
+
+/// Whether the backends' greedy outputs are identical, and where they part when not.
+fn agreement_lines(
+    md: &mut String,
+    same: bool,
+    rows: &[Row],
+    outputs: &[Vec<Vec<u32>>],
+) -> Result<()> {
     writeln!(
         md,
         "\nGreedy outputs identical across backends: {}",
@@ -252,53 +283,71 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     )?;
     if !same {
         let names: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
-        for line in agreement(&names, &outputs) {
+        for line in agreement(&names, outputs) {
             writeln!(md, "- {line}")?;
         }
     }
-    if !args.block_sizes.is_empty() {
-        writeln!(
-            md,
-            "\nOne forward of a block of m tokens after the first prompt (logits for every row), \
-             ms (best of {}), and relative to m = {}:\n",
-            args.block_reps.max(1),
-            args.block_sizes[0]
-        )?;
-        let head: Vec<String> = args.block_sizes.iter().map(|m| format!("m={m}")).collect();
-        writeln!(md, "| backend | {} |", head.join(" | "))?;
-        writeln!(md, "| --- |{}", " ---: |".repeat(head.len()))?;
-        for r in &rows {
-            for (kind, ms) in [("", &r.block_ms), (", last row's logits", &r.prefill_ms)] {
-                let cells: Vec<String> = ms
-                    .iter()
-                    .map(|t| format!("{t:.1} ({:.2}x)", t / ms[0]))
-                    .collect();
-                writeln!(md, "| {}{kind} | {} |", r.backend, cells.join(" | "))?;
-            }
+    Ok(())
+}
+
+/// `--block-sizes`: one forward of each block size per backend, all rows' logits and the last
+/// row's.
+fn block_table(md: &mut String, args: &BenchArgs, rows: &[Row]) -> Result<()> {
+    if args.block_sizes.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nOne forward of a block of m tokens after the first prompt (logits for every row), \
+         ms (best of {}), and relative to m = {}:\n",
+        args.block_reps.max(1),
+        args.block_sizes[0]
+    )?;
+    let head: Vec<String> = args.block_sizes.iter().map(|m| format!("m={m}")).collect();
+    writeln!(md, "| backend | {} |", head.join(" | "))?;
+    writeln!(md, "| --- |{}", " ---: |".repeat(head.len()))?;
+    for r in rows {
+        for (kind, ms) in [("", &r.block_ms), (", last row's logits", &r.prefill_ms)] {
+            let cells: Vec<String> = ms
+                .iter()
+                .map(|t| format!("{t:.1} ({:.2}x)", t / ms[0]))
+                .collect();
+            writeln!(md, "| {}{kind} | {} |", r.backend, cells.join(" | "))?;
         }
     }
-    if rows.iter().any(|r| !r.host.is_empty()) {
-        writeln!(
-            md,
-            "\nHost cost of one gpu forward after the first prompt (argmax read back, median of \
-             {}): encoding and submitting, then waiting for the device:\n",
-            args.host_reps.max(1)
-        )?;
-        writeln!(
-            md,
-            "| backend | rows | dispatches | encode+submit ms | wait ms |"
-        )?;
-        writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
-        for r in &rows {
-            for h in &r.host {
-                writeln!(
-                    md,
-                    "| {} | {} | {} | {:.3} | {:.1} |",
-                    r.backend, h.rows, h.dispatches, h.encode_submit_ms, h.wait_ms
-                )?;
-            }
+    Ok(())
+}
+
+/// The gpu backend's host cost per forward, decoding and a verification block.
+fn host_table(md: &mut String, args: &BenchArgs, rows: &[Row]) -> Result<()> {
+    if rows.iter().all(|r| r.host.is_empty()) {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nHost cost of one gpu forward after the first prompt (argmax read back, median of \
+         {}): encoding and submitting, then waiting for the device:\n",
+        args.host_reps.max(1)
+    )?;
+    writeln!(
+        md,
+        "| backend | rows | dispatches | encode+submit ms | wait ms |"
+    )?;
+    writeln!(md, "| --- | ---: | ---: | ---: | ---: |")?;
+    for r in rows {
+        for h in &r.host {
+            writeln!(
+                md,
+                "| {} | {} | {} | {:.3} | {:.1} |",
+                r.backend, h.rows, h.dispatches, h.encode_submit_ms, h.wait_ms
+            )?;
         }
     }
+    Ok(())
+}
+
+/// `--profile`: a decoding forward of each profiled backend by kernel.
+fn profile_tables(md: &mut String, rows: &[Row]) -> Result<()> {
     for r in rows.iter().filter(|r| !r.profile.is_empty()) {
         // With timestamps the device's own times rank the kernels; the host clock adds the
         // submit and the poll to each.
@@ -336,35 +385,41 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             )?;
         }
     }
-    print!("{md}");
-    if let Some(path) = &args.json {
-        let v = json!({
-            "model": name,
-            "max_tokens": args.max_tokens,
-            "prompts": prompts.len(),
-            "identical_outputs": same,
-            "rows": rows.iter().map(|r| json!({
-                "backend": r.backend, "device": r.detail,
-                "prompt_tokens": r.totals.prompt_tokens, "generated_tokens": r.totals.generated_tokens,
-                "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
-                "tokens_per_second": r.totals.tokens_per_second(),
-                "dispatches_per_forward": r.dispatches_per_forward,
-                "block_sizes": args.block_sizes, "block_ms": r.block_ms, "prefill_ms": r.prefill_ms,
-                "profile": r.profile.iter().map(|k| json!({
-                    "kernel": k.label, "dispatches": k.count, "ms": k.ms,
-                    "device_ms": k.device_ms,
-                })).collect::<Vec<_>>(),
-                "host_cost": r.host.iter().map(|h| json!({
-                    "rows": h.rows, "dispatches": h.dispatches,
-                    "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
-                    "staging_writes": h.staging_writes, "reps": h.reps,
-                    "encode_submit_samples_ms": h.encode_submit_samples_ms,
-                })).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
-    }
     Ok(())
+}
+
+/// The report as JSON (`--json`).
+fn report_json(
+    name: &str,
+    prompts: usize,
+    same: bool,
+    args: &BenchArgs,
+    rows: &[Row],
+) -> serde_json::Value {
+    json!({
+        "model": name,
+        "max_tokens": args.max_tokens,
+        "prompts": prompts,
+        "identical_outputs": same,
+        "rows": rows.iter().map(|r| json!({
+            "backend": r.backend, "device": r.detail,
+            "prompt_tokens": r.totals.prompt_tokens, "generated_tokens": r.totals.generated_tokens,
+            "prefill_seconds": r.totals.prefill_seconds, "decode_seconds": r.totals.decode_seconds,
+            "tokens_per_second": r.totals.tokens_per_second(),
+            "dispatches_per_forward": r.dispatches_per_forward,
+            "block_sizes": args.block_sizes, "block_ms": r.block_ms, "prefill_ms": r.prefill_ms,
+            "profile": r.profile.iter().map(|k| json!({
+                "kernel": k.label, "dispatches": k.count, "ms": k.ms,
+                "device_ms": k.device_ms,
+            })).collect::<Vec<_>>(),
+            "host_cost": r.host.iter().map(|h| json!({
+                "rows": h.rows, "dispatches": h.dispatches,
+                "encode_submit_ms": h.encode_submit_ms, "wait_ms": h.wait_ms,
+                "staging_writes": h.staging_writes, "reps": h.reps,
+                "encode_submit_samples_ms": h.encode_submit_samples_ms,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// Milliseconds per forward of a causal block of each of `--block-sizes` after `prompt` is in
