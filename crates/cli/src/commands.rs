@@ -3,10 +3,12 @@ use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use runahead_grammar::{Grammar, GrammarSpec, Vocabulary};
 use runahead_model::{ChatMessage, LanguageModel, ModelConfig, Tokenizer};
 use runahead_speculate::{
-    generate_text, generation_json, Depth, Drafter, GenerateOptions, KvTokens, StopStrings,
+    generate_text_constrained, generation_json, Constraint, Depth, Drafter, GenerateOptions,
+    KvTokens, StopStrings,
 };
 
 use crate::drafting::DraftSpec;
@@ -117,11 +119,13 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     if prompt.is_empty() {
         bail!("the prompt is empty: give some text with --prompt");
     }
+    let grammar = constraint(args, &tok)?;
     let task = Generate {
         tok: &tok,
         prompt: &prompt,
         opts,
         stop,
+        grammar,
         args,
     };
     with_engine(&args.engine, file, &tok, task)
@@ -133,7 +137,29 @@ struct Generate<'a> {
     prompt: &'a [u32],
     opts: GenerateOptions,
     stop: StopStrings,
+    grammar: Option<Grammar>,
     args: &'a GenerateArgs,
+}
+
+/// The grammar `--json-schema` or `--grammar` gives, compiled over the model's vocabulary
+/// (a bad schema or grammar fails here, before the model loads).
+fn constraint(args: &GenerateArgs, tok: &Tokenizer) -> Result<Option<Grammar>> {
+    let (flag, path) = match (&args.json_schema, &args.grammar) {
+        (Some(p), _) => ("--json-schema", p),
+        (None, Some(p)) => ("--grammar", p),
+        (None, None) => return Ok(None),
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{flag}: cannot read {}", path.display()))?;
+    let spec = if args.json_schema.is_some() {
+        GrammarSpec::JsonSchema(text)
+    } else {
+        GrammarSpec::Lark(text)
+    };
+    let vocab = Vocabulary::new(tok).with_context(|| flag.to_string())?;
+    let grammar =
+        Grammar::new(&vocab, &spec).with_context(|| format!("{flag} {}", path.display()))?;
+    Ok(Some(grammar))
 }
 
 impl EngineTask for Generate<'_> {
@@ -147,12 +173,14 @@ impl EngineTask for Generate<'_> {
         self.opts.depth = depth;
         let mut stdout = std::io::stdout();
         let stream = !args.json;
-        let result = pollster::block_on(generate_text(
+        let constraint = self.grammar.as_mut().map(|g| g as &mut dyn Constraint);
+        let result = pollster::block_on(generate_text_constrained(
             model,
             drafter.as_deref_mut(),
             &mut KvTokens::default(),
             self.prompt,
             &self.opts,
+            constraint,
             tok,
             &self.stop,
             |piece| {

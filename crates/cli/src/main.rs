@@ -68,6 +68,14 @@ struct GenerateArgs {
     system: Option<String>,
     #[command(flatten)]
     sample: engine::SampleArgs,
+    /// Constrain the output to match a JSON Schema (FILE holds the schema as JSON).
+    #[arg(long, value_name = "FILE", conflicts_with = "grammar")]
+    json_schema: Option<std::path::PathBuf>,
+    /// Constrain the output to a grammar in llguidance's Lark syntax (FILE holds it: rules such
+    /// as `start: "yes" | "no"`, regex terminals `/[0-9]+/`, `%json { schema }`). A regex alone
+    /// is `start: /REGEX/`.
+    #[arg(long, value_name = "FILE")]
+    grammar: Option<std::path::PathBuf>,
     /// Print one JSON object with tokens, text and stats when done.
     #[arg(long)]
     json: bool,

@@ -203,6 +203,15 @@ impl Tokenizer {
             .map_or(&[], |b| b.as_slice())
     }
 
+    /// Whether a token is a control token (`<|im_start|>`, `<|eot_id|>`, ...) or another token
+    /// matched as a whole in text (user-defined, unknown): text that a grammar never spells.
+    pub fn is_special(&self, id: u32) -> bool {
+        use vocab::attr;
+        self.vocab.attrs.get(id as usize).is_some_and(|&a| {
+            a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN | attr::UNUSED) != 0
+        })
+    }
+
     /// The text of a token as it appears in the vocabulary, for display.
     pub fn token_text(&self, id: u32) -> String {
         String::from_utf8_lossy(self.token_bytes(id)).into_owned()

@@ -3,6 +3,7 @@
 
 use runahead_model::ModelError;
 
+use crate::constraint::ConstraintError;
 use crate::sampling::SamplingError;
 
 #[derive(Debug, thiserror::Error)]
@@ -11,6 +12,8 @@ pub enum GenerateError {
     Model(#[from] ModelError),
     #[error(transparent)]
     Sampling(#[from] SamplingError),
+    #[error(transparent)]
+    Constraint(#[from] ConstraintError),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error("the prompt has {prompt} tokens but the context holds {context}: shorten it or raise the context size")]

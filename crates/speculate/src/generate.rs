@@ -5,7 +5,10 @@ use std::ops::ControlFlow;
 use runahead_model::{Batch, LanguageModel};
 use web_time::Instant;
 
+use crate::constrained::{pick_after_prefill, Guide};
+use crate::constraint::Constraint;
 use crate::depth::{Depth, DepthController};
+use crate::draft::Draft;
 use crate::drafter::Drafter;
 use crate::error::GenerateError;
 use crate::limits::{MAX_DRAFT, PREFILL_CHUNK};
@@ -23,6 +26,9 @@ pub enum Provenance {
     Target,
     /// Proposed by a drafter and accepted by verification.
     Draft,
+    /// The only continuation the grammar allowed, proposed as a draft at no cost and
+    /// accepted by verification ([`generate_constrained`]).
+    Forced,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,13 +270,46 @@ impl KvTokens {
 /// depend on the block it was computed in.
 pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     model: &mut M,
-    mut drafter: Option<&mut D>,
+    drafter: Option<&mut D>,
     cached: &mut KvTokens,
     prompt: &[u32],
     opts: &GenerateOptions,
     is_end: impl Fn(u32) -> bool,
+    on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
+) -> Result<Generation, GenerateError> {
+    let unconstrained = None::<&mut dyn Constraint>;
+    generate_constrained(
+        model,
+        drafter,
+        cached,
+        prompt,
+        opts,
+        unconstrained,
+        is_end,
+        on_token,
+    )
+    .await
+}
+
+/// [`generate_cached`] under a constraint (a grammar, a JSON schema): every token picked or
+/// verified is picked from the target's distribution with the tokens the constraint forbids
+/// removed (greedy: the best allowed token), so the output is what plain constrained decoding
+/// gives. Drafts are checked against the constraint before the verification forward (a
+/// forbidden token ends its branch), and with a drafter the tokens the constraint forces are
+/// proposed as the step's draft ([`Provenance::Forced`]). The constraint sees the generated
+/// tokens only (not the prompt).
+#[allow(clippy::too_many_arguments)]
+pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
+    model: &mut M,
+    mut drafter: Option<&mut D>,
+    cached: &mut KvTokens,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    constraint: Option<&mut dyn Constraint>,
+    is_end: impl Fn(u32) -> bool,
     mut on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
+    let mut guide = constraint.map(Guide::new);
     let mut sampler = Sampler::new(opts.sampling.clone())?;
     let context = check_prompt(prompt, model.capacity())?;
     let mut stats = Stats {
@@ -297,7 +336,7 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     let previous = std::mem::take(cached);
     let reused = previous.reusable(prompt, model.cache_len());
     stats.cached_tokens = reused;
-    let mut next = prefill(model, prompt, reused, &mut sampler).await?;
+    let mut next = prefill(model, prompt, reused, &mut sampler, guide.as_mut()).await?;
     if let Some(d) = drafter.as_deref_mut() {
         d.prefill(prompt).await?;
     }
@@ -325,6 +364,9 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
             out.stop = stop;
             break;
         }
+        if let Some(g) = guide.as_mut() {
+            g.commit(next)?;
+        }
         let base = model.cache_len();
         let room = match room_for_draft(opts.max_tokens - out.tokens.len(), base, context) {
             Ok(room) => room,
@@ -337,7 +379,17 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
             stats.calibration_seconds += depth.refine(model).await?;
         }
         depth.at_context(base);
-        let step = match drafter.as_deref_mut() {
+        // With a drafter, what the constraint forces is the step's draft (nothing to ask for).
+        let forced = match guide.as_mut() {
+            Some(g) if drafter.is_some() => g.forced(room),
+            _ => Vec::new(),
+        };
+        let mut step = match drafter.as_deref_mut() {
+            _ if !forced.is_empty() => {
+                let mut p = Proposal::none();
+                p.draft = Draft::chain(FORCED, &forced, 1.0);
+                p
+            }
             Some(d) if room > 0 => {
                 propose(d, &mut depth, &history, room, &sampler.params, &mut stats).await?
             }
@@ -345,11 +397,27 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
         };
 
         let verify_start = Instant::now();
-        let verdict = verify(model, next, &step.draft, &mut sampler, opts.rejection).await?;
+        let verdict = match guide.as_mut() {
+            Some(g) => {
+                g.check_draft(&mut step.draft, !sampler.params.is_greedy())?;
+                g.verify(model, next, &step.draft, &mut sampler, opts.rejection)
+                    .await?
+            }
+            None => verify(model, next, &step.draft, &mut sampler, opts.rejection).await?,
+        };
         let verify_seconds = verify_start.elapsed().as_secs_f64();
         stats.target_forwards += 1;
         keep_path(model, base, &step.draft, &verdict.path)?;
         let draft = match drafter.as_deref_mut() {
+            _ if step.draft.source == FORCED => {
+                let s = stats.drafter(FORCED);
+                s.steps += 1;
+                s.drafted += step.draft.len();
+                s.accepted += verdict.path.len();
+                stats.drafted += step.draft.len();
+                stats.accepted += verdict.path.len();
+                step.draft
+            }
             Some(d) => {
                 let timing = (verify_seconds, base);
                 learn_from_step(d, step, &verdict, timing, &mut stats, &mut depth)
@@ -357,9 +425,14 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
             None => step.draft,
         };
 
+        let from = if draft.source == FORCED {
+            Provenance::Forced
+        } else {
+            Provenance::Draft
+        };
         for &node in &verdict.path {
             let t = draft.tokens[node];
-            if let Some(stop) = emit(t, Provenance::Draft, &mut out, &mut history) {
+            if let Some(stop) = emit(t, from, &mut out, &mut history) {
                 out.stop = stop;
                 break 'decode;
             }
@@ -376,6 +449,9 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
     out.depth = depth.into_depth();
     Ok(out)
 }
+
+/// The draft source of the tokens a constraint forces ([`Provenance::Forced`]).
+const FORCED: &str = "grammar";
 
 /// Checks that `prompt` is not empty and leaves room in a cache of `context` entries for at
 /// least one new token; `context` again.
@@ -413,6 +489,7 @@ async fn prefill<M: LanguageModel>(
     prompt: &[u32],
     reused: usize,
     sampler: &mut Sampler,
+    guide: Option<&mut Guide<'_>>,
 ) -> Result<u32, GenerateError> {
     model.truncate(reused);
     let chunks: Vec<&[u32]> = prompt[reused..].chunks(PREFILL_CHUNK).collect();
@@ -424,6 +501,9 @@ async fn prefill<M: LanguageModel>(
     }
     // The next token comes from the prompt's last row only.
     let batch = Batch::causal(last, reused + before.len() * PREFILL_CHUNK).logits_for_last(1);
+    if let Some(g) = guide {
+        return pick_after_prefill(g, model, &batch, sampler).await;
+    }
     let scores = Scores::forward(model, &batch, &sampler.params).await?;
     Ok(sampler.pick(&scores, scores.n_rows() - 1)?)
 }

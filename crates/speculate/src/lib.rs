@@ -5,6 +5,8 @@
 #![forbid(unsafe_code)]
 
 mod auto;
+mod constrained;
+mod constraint;
 mod cost;
 mod depth;
 mod draft;
@@ -22,14 +24,15 @@ mod text;
 mod verify;
 
 pub use auto::AutoDrafter;
+pub use constraint::{Constraint, ConstraintError, TokenSet};
 pub use cost::{calibrate, CostCurve, CostModel};
 pub use depth::{Adaptive, Depth, DepthController, Plan, StepRecord};
 pub use draft::Draft;
 pub use drafter::{observe_unverified, ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use error::GenerateError;
 pub use generate::{
-    generate, generate_cached, generate_with, DrafterStats, GenerateOptions, Generation, KvTokens,
-    Provenance, Stats, StopReason,
+    generate, generate_cached, generate_constrained, generate_with, DrafterStats, GenerateOptions,
+    Generation, KvTokens, Provenance, Stats, StopReason,
 };
 pub use history::{
     decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,
@@ -40,5 +43,5 @@ pub use report::generation_json;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};
 pub use stop::{Released, StopError, StopMatcher, StopStrings, MAX_STOP_BYTES, MAX_STOP_STRINGS};
 pub use suffix::{SuffixDrafter, SuffixTrie};
-pub use text::{generate_text, Piece};
+pub use text::{generate_text, generate_text_constrained, Piece};
 pub use verify::{verification_batch, verify, walk_greedy, walk_sampling, Rejection, Verdict};

@@ -46,6 +46,7 @@ pub fn generation_json(
         .map(|p| match p {
             Provenance::Draft => "draft",
             Provenance::Target => "target",
+            Provenance::Forced => "forced",
         })
         .collect();
     json!({

@@ -6,10 +6,11 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 
+use crate::constraint::Constraint;
 use crate::drafter::Drafter;
 use crate::error::GenerateError;
 use crate::generate::{
-    generate_cached, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
+    generate_constrained, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
 };
 use crate::stop::{StopMatcher, StopStrings};
 
@@ -38,17 +39,46 @@ pub async fn generate_text<M: LanguageModel, D: Drafter + ?Sized>(
     opts: &GenerateOptions,
     tokenizer: &Tokenizer,
     stop: &StopStrings,
-    mut on_piece: impl FnMut(Piece<'_>) -> ControlFlow<()>,
+    on_piece: impl FnMut(Piece<'_>) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
-    let mut decoder = tokenizer.decoder();
-    let mut matcher = StopMatcher::new(stop);
-    let (mut stopped, mut cancelled, mut seen) = (false, false, 0);
-    let mut generation = generate_cached(
+    let unconstrained = None::<&mut dyn Constraint>;
+    generate_text_constrained(
         model,
         drafter,
         cached,
         prompt,
         opts,
+        unconstrained,
+        tokenizer,
+        stop,
+        on_piece,
+    )
+    .await
+}
+
+/// [`generate_text`] under a constraint ([`crate::generate_constrained`]).
+#[allow(clippy::too_many_arguments)]
+pub async fn generate_text_constrained<M: LanguageModel, D: Drafter + ?Sized>(
+    model: &mut M,
+    drafter: Option<&mut D>,
+    cached: &mut KvTokens,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    constraint: Option<&mut dyn Constraint>,
+    tokenizer: &Tokenizer,
+    stop: &StopStrings,
+    mut on_piece: impl FnMut(Piece<'_>) -> ControlFlow<()>,
+) -> Result<Generation, GenerateError> {
+    let mut decoder = tokenizer.decoder();
+    let mut matcher = StopMatcher::new(stop);
+    let (mut stopped, mut cancelled, mut seen) = (false, false, 0);
+    let mut generation = generate_constrained(
+        model,
+        drafter,
+        cached,
+        prompt,
+        opts,
+        constraint,
         |t| tokenizer.is_end(t),
         |token, provenance| {
             seen += 1;

@@ -6,7 +6,8 @@
 //! computed exactly, and 20,000 seeded speculative generations are compared with it by a
 //! chi-square test, for a chain drafter, a tree drafter and a sampling draft model, with and
 //! without top-k / top-p. A deliberately broken verifier (resampling from `p` instead of the
-//! residual after a rejection) must fail the same test.
+//! residual after a rejection) must fail the same test. Under a small grammar, speculative
+//! sampling draws from the target's distribution with the forbidden tokens masked out.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -18,8 +19,9 @@ use runahead_model::{
     RopeMode, TopLogits,
 };
 use runahead_speculate::{
-    generate_with, ready, Depth, Distribution, Draft, DraftRequest, Drafter, GenerateOptions,
-    LocalFuture, ModelDrafter, Rejection, SamplingParams,
+    generate_constrained, generate_with, ready, Constraint, ConstraintError, Depth, Distribution,
+    Draft, DraftRequest, Drafter, GenerateOptions, KvTokens, LocalFuture, ModelDrafter, Provenance,
+    Rejection, SamplingParams, TokenSet,
 };
 
 const V: usize = 3;
@@ -283,4 +285,147 @@ fn draft_model_samples_the_target_distribution() {
     check("draft model", &mut d, params(1.0, 0, 1.0, 0));
     check("draft model top-k/top-p", &mut d, params(0.7, 2, 0.9, 0));
     check_broken_fails("draft model", &mut d, params(1.0, 0, 1.0, 0));
+}
+
+/// A small grammar over the 3 tokens: the output starts with 1 or 2; 1 is always followed by
+/// 0 (a forced token), 2 by 0 or 1, and 0 by 1 or 2.
+#[derive(Default)]
+struct SmallGrammar(Vec<u32>);
+
+impl SmallGrammar {
+    fn allowed(last: Option<u32>) -> &'static [u32] {
+        match last {
+            None | Some(0) => &[1, 2],
+            Some(1) => &[0],
+            _ => &[0, 1],
+        }
+    }
+}
+
+impl Constraint for SmallGrammar {
+    fn mask(&mut self, allowed: &mut TokenSet) -> Result<(), ConstraintError> {
+        *allowed = TokenSet::new(V);
+        for &t in Self::allowed(self.0.last().copied()) {
+            allowed.insert(t);
+        }
+        Ok(())
+    }
+    fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
+        if !Self::allowed(self.0.last().copied()).contains(&token) {
+            return Err(ConstraintError(format!("token {token} is not allowed")));
+        }
+        self.0.push(token);
+        Ok(())
+    }
+    fn allowed_prefix(&mut self, tokens: &[u32]) -> Result<usize, ConstraintError> {
+        let mut last = self.0.last().copied();
+        for (i, &t) in tokens.iter().enumerate() {
+            if !Self::allowed(last).contains(&t) {
+                return Ok(i);
+            }
+            last = Some(t);
+        }
+        Ok(tokens.len())
+    }
+    fn forced_tokens(&mut self) -> Vec<u32> {
+        match self.0.last() {
+            Some(1) => vec![0],
+            _ => Vec::new(),
+        }
+    }
+    fn rollback(&mut self, n: usize) -> Result<(), ConstraintError> {
+        let keep = self.0.len().saturating_sub(n);
+        self.0.truncate(keep);
+        Ok(())
+    }
+}
+
+/// Exact probability of each continuation under the grammar: the target's distribution with
+/// the forbidden tokens removed, then temperature, top-k and top-p.
+fn exact_constrained(
+    target: &Markov,
+    prompt: &[u32],
+    p: &SamplingParams,
+) -> HashMap<Vec<u32>, f64> {
+    let mut out = HashMap::new();
+    for code in 0..V.pow(LEN as u32) {
+        let seq: Vec<u32> = (0..LEN)
+            .map(|i| ((code / V.pow(i as u32)) % V) as u32)
+            .collect();
+        let mut full = prompt.to_vec();
+        let mut prob = 1.0f64;
+        let mut last = None;
+        for &t in &seq {
+            let n = full.len();
+            let mut row = target.row(full[n - 2], full[n - 1]).to_vec();
+            for (i, l) in row.iter_mut().enumerate() {
+                if !SmallGrammar::allowed(last).contains(&(i as u32)) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            let d = Distribution::new(&row, p).unwrap();
+            prob *= d.probs[t as usize] as f64;
+            full.push(t);
+            last = Some(t);
+        }
+        out.insert(seq, prob);
+    }
+    out
+}
+
+fn check_constrained(name: &str, drafter: &mut dyn Drafter, p: SamplingParams) {
+    let truth = exact_constrained(&Markov::new(1, 1.5), &[0, 1], &p);
+    let mut target = Markov::new(1, 1.5);
+    let mut counts = HashMap::new();
+    let mut forced = 0;
+    for seed in 0..DRAWS {
+        let opts = GenerateOptions {
+            max_tokens: LEN,
+            sampling: SamplingParams { seed, ..p.clone() },
+            depth: Depth::Fixed(5),
+            rejection: Rejection::Residual,
+        };
+        let mut grammar = SmallGrammar::default();
+        let g = block_on(generate_constrained(
+            &mut target,
+            Some(&mut *drafter),
+            &mut KvTokens::default(),
+            &[0, 1],
+            &opts,
+            Some(&mut grammar as &mut dyn Constraint),
+            |_| false,
+            |_, _| ControlFlow::Continue(()),
+        ))
+        .unwrap();
+        forced += g
+            .provenance
+            .iter()
+            .filter(|&&p| p == Provenance::Forced)
+            .count();
+        *counts.entry(g.tokens).or_insert(0) += 1;
+    }
+    let (stat, crit) = chi_square(&counts, &truth);
+    eprintln!("{name} under a grammar {p:?}: chi2 {stat:.1} (critical {crit:.1}), {forced} forced");
+    assert!(
+        forced > 0,
+        "{name}: the grammar's forced tokens were never drafted"
+    );
+    assert!(
+        stat < crit,
+        "{name}: constrained speculative sampling differs from the target: chi2 {stat:.1} >= {crit:.1}"
+    );
+}
+
+#[test]
+fn sampling_under_a_grammar_samples_the_masked_target_distribution() {
+    check_constrained(
+        "chain",
+        &mut ChainGuess(Markov::new(2, 1.5)),
+        params(1.0, 0, 1.0, 0),
+    );
+    check_constrained("tree", &mut TreeGuess, params(1.3, 2, 0.95, 0));
+    let mut d = ModelDrafter::new(Markov::new(3, 1.0));
+    d.min_confidence = 0.0;
+    check_constrained("draft model", &mut d, params(1.0, 0, 1.0, 0));
+    check_constrained("draft model top-k/top-p", &mut d, params(0.7, 2, 0.9, 0));
 }

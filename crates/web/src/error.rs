@@ -37,6 +37,9 @@ pub enum Code {
     InvalidSampling,
     /// An option has the wrong type or an unknown value (e.g. `draft: "nope"`).
     InvalidOption,
+    /// A JSON schema or grammar (`grammar`, `response_format`) cannot be compiled, or the
+    /// grammar engine failed while generating.
+    Grammar,
     /// The operation was cancelled before it produced anything.
     Cancelled,
     /// `generate` was called while another generation was running.
@@ -69,6 +72,7 @@ impl Code {
             Code::PromptTooLong => "prompt_too_long",
             Code::InvalidSampling => "invalid_sampling",
             Code::InvalidOption => "invalid_option",
+            Code::Grammar => "grammar",
             Code::Cancelled => "cancelled",
             Code::Busy => "busy",
             Code::Callback => "callback",
@@ -173,6 +177,7 @@ impl From<GenerateError> for WebError {
             GenerateError::PromptTooLong { .. } => {
                 WebError::new(Code::PromptTooLong, e.to_string())
             }
+            GenerateError::Constraint(_) => WebError::new(Code::Grammar, e.to_string()),
         }
     }
 }
