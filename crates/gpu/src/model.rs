@@ -8,6 +8,7 @@ mod memory;
 #[cfg(not(target_arch = "wasm32"))]
 mod profile;
 mod upload;
+mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;

@@ -6,10 +6,11 @@ use std::cell::Cell;
 use wgpu::util::DeviceExt;
 use wgpu::BufferUsages as U;
 
-use runahead_gguf::{widen_to_q8_0, widens_to_q8_0, GgmlType, GgufFile};
+use runahead_gguf::GgufFile;
 use runahead_model::{check_tensors, ModelConfig, ModelError, Result, RopeMode, TensorNames};
 
 use super::memory::BufferSizes;
+use super::weights::{matrix, stacked, vector, widening_growth, GATE_UP, QKV};
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
 use crate::kernels::{self, params, Op, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
@@ -265,158 +266,11 @@ enum Input<'b> {
     SiluMul(&'b wgpu::Buffer),
 }
 
-/// The tensor `name`, checked to be a `rows x cols` matrix.
-fn matrix_info<'f>(
-    file: &'f GgufFile,
-    name: &str,
-    rows: usize,
-    cols: usize,
-) -> Result<&'f runahead_gguf::TensorInfo> {
-    let info = file.tensor_info(name)?;
-    if info.shape != [cols as u64, rows as u64] {
-        return Err(ModelError::TensorShape {
-            name: name.to_owned(),
-            expected: vec![cols as u64, rows as u64],
-            found: info.shape.clone(),
-        });
-    }
-    Ok(info)
-}
-
-/// Matrices `parts` (name, rows), each `cols` wide, whose products a layer writes side by side
-/// into one output row: each run of neighbours that share a block format stacked by rows into
-/// one matrix (one dispatch), with the first output column of each. Each output value is its
-/// row's product either way (the kernels reduce every row alone).
-fn stacked(
-    ctx: &GpuContext,
-    file: &GgufFile,
-    parts: &[(String, usize)],
-    cols: usize,
-) -> Result<Vec<(GpuMatrix, usize)>> {
-    let infos = parts
-        .iter()
-        .map(|(name, rows)| matrix_info(file, name, *rows, cols))
-        .collect::<Result<Vec<_>>>()?;
-    if widens(&infos) {
-        let mut bytes = Vec::new();
-        for info in &infos {
-            bytes.extend(widen_to_q8_0(info.ty, file.tensor_bytes(info))?);
-        }
-        let rows = parts.iter().map(|(_, r)| r).sum();
-        let w = GpuMatrix::upload(ctx, &parts[0].0, GgmlType::Q8_0, &bytes, rows, cols)?;
-        return Ok(vec![(w, 0)]);
-    }
-    let mut out = Vec::new();
-    let (mut first, mut col0) = (0, 0);
-    while first < parts.len() {
-        let ty = infos[first].ty;
-        let end = (first..parts.len())
-            .find(|&i| infos[i].ty != ty)
-            .unwrap_or(parts.len());
-        let rows: usize = parts[first..end].iter().map(|(_, r)| r).sum();
-        let w = match end - first {
-            1 => matrix(ctx, file, &parts[first].0, rows, cols)?,
-            _ => {
-                let bytes: Vec<u8> = infos[first..end]
-                    .iter()
-                    .flat_map(|i| file.tensor_bytes(i).iter().copied())
-                    .collect();
-                GpuMatrix::upload(ctx, &parts[first].0, ty, &bytes, rows, cols)?
-            }
-        };
-        out.push((w, col0));
-        col0 += rows;
-        first = end;
-    }
-    Ok(out)
-}
-
-/// The matrices a layer stacks into one product ([`stacked`]): q/k/v, and gate/up.
-const QKV: [&str; 3] = ["attn_q.weight", "attn_k.weight", "attn_v.weight"];
-const GATE_UP: [&str; 2] = ["ffn_gate.weight", "ffn_up.weight"];
-
-/// Whether matrices stacked into one product mix block formats that all re-encode as Q8_0
-/// value for value (Q4_0, Q5_0, Q8_0: `runahead_gguf::widen_to_q8_0`): then they go up as one
-/// Q8_0 matrix, one dispatch instead of one per format, with the same values.
-fn widens(infos: &[&runahead_gguf::TensorInfo]) -> bool {
-    infos.windows(2).any(|w| w[0].ty != w[1].ty) && infos.iter().all(|i| widens_to_q8_0(i.ty))
-}
-
-/// Bytes the Q8_0 re-encoding of [`widens`] adds to the weights as stored in the file, over
-/// every layer's q/k/v and gate/up (the memory plan counts weights by their file size).
-fn widening_growth(file: &GgufFile, c: &ModelConfig) -> Result<u64> {
-    let mut growth = 0u64;
-    for l in 0..c.n_layers {
-        let name = |w: &str| TensorNames::layer(l, w);
-        for group in [QKV.as_slice(), GATE_UP.as_slice()] {
-            let infos = group
-                .iter()
-                .map(|w| file.tensor_info(&name(w)))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            if widens(&infos) {
-                for info in infos {
-                    let elements: u64 = info.shape.iter().product();
-                    let wide = GgmlType::Q8_0.bytes_for(elements).unwrap_or(u64::MAX);
-                    growth = growth.saturating_add(wide.saturating_sub(info.size));
-                }
-            }
-        }
-    }
-    Ok(growth)
-}
-
-fn matrix(
-    ctx: &GpuContext,
-    file: &GgufFile,
-    name: &str,
-    rows: usize,
-    cols: usize,
-) -> Result<GpuMatrix> {
-    let info = matrix_info(file, name, rows, cols)?;
-    Ok(GpuMatrix::upload(
-        ctx,
-        name,
-        info.ty,
-        file.tensor_bytes(info),
-        rows,
-        cols,
-    )?)
-}
-
-fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
-    let info = file.tensor_info(name)?;
-    if info.shape != [len as u64] {
-        return Err(ModelError::TensorShape {
-            name: name.to_owned(),
-            expected: vec![len as u64],
-            found: info.shape.clone(),
-        });
-    }
-    if !info.ty.is_supported() {
-        return Err(ModelError::UnsupportedTensorType {
-            name: name.to_owned(),
-            ty: info.ty,
-        });
-    }
-    Ok(file.tensor_f32(name)?)
-}
-
 pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
     // Checks every hyper-parameter, and the tokenizer against the embedding's rows.
     let config = ModelConfig::from_file(file)?;
-    let vocab = config.vocab_size;
     let c = &config;
-    let capacity = context.unwrap_or(DEFAULT_CONTEXT).min(c.context_length);
-    if capacity == 0 {
-        return Err(ModelError::Config("context size must be at least 1".into()));
-    }
-    let (d, kv_dim, ff, r) = (c.n_embd, c.kv_dim(), c.n_ff, MAX_ROWS);
-    if c.head_dim > 128 || c.head_dim % 4 != 0 || c.rope_dim % 2 != 0 {
-        return Err(ModelError::Config(format!(
-            "head dimension {} (RoPE dimension {}): the GPU engine takes multiples of 4 up to 128",
-            c.head_dim, c.rope_dim
-        )));
-    }
+    let capacity = checked_capacity(c, context)?;
     // Everything is decided before the first buffer: every tensor's presence, shape and type,
     // then every buffer's size against the device's limits and the memory budget.
     let mut tensors = check_tensors(file, c)?;
@@ -435,30 +289,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         dispatches: Vec::new(),
         step,
     };
-
-    // Activations, [MAX_ROWS, width] each.
-    let x = b.storage("x", size.width)?;
-    let h = b.storage("h", size.width)?;
-    let q = b.storage("q", size.width)?;
-    let qkv = b.storage("qkv", size.qkv)?;
-    let attn = b.storage("attn", size.width)?;
-    let gate_up = b.storage("gate_up", size.gate_up)?;
-    let act = b.storage("ffn_act", size.ffn)?;
-    let scores = b.storage("scores", size.scores)?;
-    let partials = b.storage("attention_partials", size.partials)?;
-    let read = U::MAP_READ | U::COPY_DST;
-    let io = StepBuffers {
-        step: b.step.clone(),
-        tokens: b.storage("tokens", size.per_row)?,
-        positions: b.storage("positions", size.per_row)?,
-        visible: b.storage("visible", size.visible)?,
-        logits: b.storage("logits", size.logits)?,
-        argmax: b.storage("argmax", size.per_row)?,
-        top_k: b.storage("top_k", size.top_k)?,
-        logits_read: b.buffer("logits_read", size.logits, read)?,
-        argmax_read: b.buffer("argmax_read", size.per_row, read)?,
-        top_k_read: b.buffer("top_k_read", size.top_k, read)?,
-    };
+    let act = Activations::new(&b, &size)?;
+    let io = step_buffers(&b, &size)?;
     let kv = KvBuffers {
         k: (0..c.n_layers)
             .map(|l| b.storage(&format!("k_cache.{l}"), size.kv_cache_layer))
@@ -469,137 +301,16 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         scratch: b.storage("kv_scratch", size.kv_rows)?,
     };
 
-    // Embedding lookup, one dispatch per piece of the table.
-    let token_embd = matrix(ctx, file, TensorNames::TOKEN_EMBD, vocab, d)?;
-    for piece in &token_embd.pieces {
-        let p = [
-            d as u32,
-            piece.row_start as u32,
-            (piece.row_start + piece.rows) as u32,
-            token_embd.row_bytes as u32,
-        ];
-        b.push(
-            Op::Embed,
-            Some(token_embd.ty),
-            &[&piece.buffer, &io.tokens, &x],
-            &p,
-            Grid::Elements { per_token: d / 32 },
-        );
-    }
-
-    let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
-    let neox = (c.rope_mode == RopeMode::Neox) as u32;
-    let qkv_width = d + 2 * kv_dim;
+    let token_embd = embed(&mut b, file, c, &io, &act)?;
     // Seven dispatches a layer where the kernel shape fuses inputs: q/k/v product (reading the
     // norm), biases + RoPE + cache store, attention (per chunk, then the chunks merged), output
     // product (+ residual), gate/up product (reading the norm), down product (reading SiLU, +
     // residual); ten otherwise (both norms and the SiLU step on their own). A product whose
     // matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
-        let name = |w: &str| TensorNames::layer(l, w);
-        let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
-        let normed = b.normed(&x, &attn_norm, &h, d, c.rms_eps);
-        let qkv_parts = [
-            (name(QKV[0]), d),
-            (name(QKV[1]), kv_dim),
-            (name(QKV[2]), kv_dim),
-        ];
-        for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
-            b.product(normed, &w, &qkv, qkv_width, col0, false);
-        }
-        let bias = match c.qkv_bias {
-            true => {
-                let mut all = vector(file, &name("attn_q.bias"), d)?;
-                all.extend(vector(file, &name("attn_k.bias"), kv_dim)?);
-                all.extend(vector(file, &name("attn_v.bias"), kv_dim)?);
-                b.f32_storage("attn_qkv.bias", &all)
-            }
-            false => b.f32_storage("no_bias", &[0.0]),
-        };
-        let p = [
-            c.n_heads as u32,
-            c.n_kv_heads as u32,
-            c.head_dim as u32,
-            c.rope_dim as u32,
-            neox,
-            theta_scale,
-            c.qkv_bias as u32,
-        ];
-        b.push(
-            Op::QkvRopeStore,
-            None,
-            &[&qkv, &bias, &io.positions, &q, &kv.k[l], &kv.v[l]],
-            &p,
-            Grid::Elements {
-                per_token: qkv_width / 2,
-            },
-        );
-        let chunk = kernels::attention_chunk(capacity);
-        let p = [
-            c.n_heads as u32,
-            c.n_kv_heads as u32,
-            c.head_dim as u32,
-            capacity as u32,
-            r as u32,
-            (1.0 / (c.head_dim as f32).sqrt()).to_bits(),
-            chunk as u32,
-            kernels::attention_chunks(capacity) as u32,
-        ];
-        b.push(
-            Op::Attention,
-            None,
-            &[&q, &kv.k[l], &kv.v[l], &scores, &partials, &io.visible],
-            &p,
-            Grid::Attention {
-                heads: c.n_heads,
-                chunk,
-                shape: ctx.shape.attention,
-            },
-        );
-        b.push(
-            Op::AttentionCombine,
-            None,
-            &[&partials, &attn, &io.visible],
-            &p,
-            Grid::Elements {
-                per_token: c.n_heads * c.head_dim / 4,
-            },
-        );
-        let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;
-        b.matmul(&wo, &attn, &x, d, true);
-
-        let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
-        let normed = b.normed(&x, &ffn_norm, &h, d, c.rms_eps);
-        let gate_up_parts = [(name(GATE_UP[0]), ff), (name(GATE_UP[1]), ff)];
-        for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
-            b.product(normed, &w, &gate_up, 2 * ff, col0, false);
-        }
-        let input = b.silu_mul(&gate_up, &act, ff);
-        let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
-        b.product(input, &w_down, &x, d, 0, true);
+        layer(&mut b, file, c, l, capacity, (&act, &io, &kv))?;
     }
-
-    let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
-    let normed = b.normed(&x, &output_norm, &h, d, c.rms_eps);
-    let output = match file.header.tensor(TensorNames::OUTPUT) {
-        Some(_) => matrix(ctx, file, TensorNames::OUTPUT, vocab, d)?,
-        None => token_embd,
-    };
-    b.product(normed, &output, &io.logits, vocab, 0, false);
-    let argmax_dispatch = b.make(
-        Op::Argmax,
-        None,
-        &[&io.logits, &io.argmax],
-        &[vocab as u32],
-        Grid::PerToken,
-    );
-    let top_k_dispatch = b.make(
-        Op::TopK,
-        None,
-        &[&io.logits, &io.top_k],
-        &[vocab as u32],
-        Grid::PerToken,
-    );
+    let (argmax_dispatch, top_k_dispatch) = logits(&mut b, file, c, token_embd, &act, &io)?;
     ctx.check()?;
 
     Ok(GpuModel {
@@ -617,4 +328,237 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         memory,
         stats: Cell::new(Default::default()),
     })
+}
+
+/// The KV cache's size in entries (`context`, default [`DEFAULT_CONTEXT`], at most the model's
+/// trained context), once the model's heads are checked to be ones the kernels take.
+fn checked_capacity(c: &ModelConfig, context: Option<usize>) -> Result<usize> {
+    let capacity = context.unwrap_or(DEFAULT_CONTEXT).min(c.context_length);
+    if capacity == 0 {
+        return Err(ModelError::Config("context size must be at least 1".into()));
+    }
+    if c.head_dim > 128 || !c.head_dim.is_multiple_of(4) || !c.rope_dim.is_multiple_of(2) {
+        return Err(ModelError::Config(format!(
+            "head dimension {} (RoPE dimension {}): the GPU engine takes multiples of 4 up to 128",
+            c.head_dim, c.rope_dim
+        )));
+    }
+    Ok(capacity)
+}
+
+/// The activations a forward passes from dispatch to dispatch, `[MAX_ROWS, width]` each.
+struct Activations {
+    x: wgpu::Buffer,
+    h: wgpu::Buffer,
+    q: wgpu::Buffer,
+    qkv: wgpu::Buffer,
+    attn: wgpu::Buffer,
+    gate_up: wgpu::Buffer,
+    ffn_act: wgpu::Buffer,
+    scores: wgpu::Buffer,
+    partials: wgpu::Buffer,
+}
+
+impl Activations {
+    fn new(b: &Builder, size: &BufferSizes) -> Result<Self> {
+        Ok(Activations {
+            x: b.storage("x", size.width)?,
+            h: b.storage("h", size.width)?,
+            q: b.storage("q", size.width)?,
+            qkv: b.storage("qkv", size.qkv)?,
+            attn: b.storage("attn", size.width)?,
+            gate_up: b.storage("gate_up", size.gate_up)?,
+            ffn_act: b.storage("ffn_act", size.ffn)?,
+            scores: b.storage("scores", size.scores)?,
+            partials: b.storage("attention_partials", size.partials)?,
+        })
+    }
+}
+
+/// What each forward writes in (its tokens, positions and visibility) and reads back.
+fn step_buffers(b: &Builder, size: &BufferSizes) -> Result<StepBuffers> {
+    let read = U::MAP_READ | U::COPY_DST;
+    Ok(StepBuffers {
+        step: b.step.clone(),
+        tokens: b.storage("tokens", size.per_row)?,
+        positions: b.storage("positions", size.per_row)?,
+        visible: b.storage("visible", size.visible)?,
+        logits: b.storage("logits", size.logits)?,
+        argmax: b.storage("argmax", size.per_row)?,
+        top_k: b.storage("top_k", size.top_k)?,
+        logits_read: b.buffer("logits_read", size.logits, read)?,
+        argmax_read: b.buffer("argmax_read", size.per_row, read)?,
+        top_k_read: b.buffer("top_k_read", size.top_k, read)?,
+    })
+}
+
+/// The embedding lookup into `x`, one dispatch per piece of the table; the table (the output
+/// matrix too where the model ties them).
+fn embed(
+    b: &mut Builder,
+    file: &GgufFile,
+    c: &ModelConfig,
+    io: &StepBuffers,
+    act: &Activations,
+) -> Result<GpuMatrix> {
+    let d = c.n_embd;
+    let token_embd = matrix(b.ctx, file, TensorNames::TOKEN_EMBD, c.vocab_size, d)?;
+    for piece in &token_embd.pieces {
+        let p = [
+            d as u32,
+            piece.row_start as u32,
+            (piece.row_start + piece.rows) as u32,
+            token_embd.row_bytes as u32,
+        ];
+        b.push(
+            Op::Embed,
+            Some(token_embd.ty),
+            &[&piece.buffer, &io.tokens, &act.x],
+            &p,
+            Grid::Elements { per_token: d / 32 },
+        );
+    }
+    Ok(token_embd)
+}
+
+/// Layer `l`'s dispatches: attention (q/k/v product, biases + RoPE + cache store, attention
+/// by chunk and the chunks combined, output product), then the feed-forward block.
+fn layer(
+    b: &mut Builder,
+    file: &GgufFile,
+    c: &ModelConfig,
+    l: usize,
+    capacity: usize,
+    (act, io, kv): (&Activations, &StepBuffers, &KvBuffers),
+) -> Result<()> {
+    let ctx = b.ctx;
+    let (d, kv_dim, ff, r) = (c.n_embd, c.kv_dim(), c.n_ff, MAX_ROWS);
+    let qkv_width = d + 2 * kv_dim;
+    let name = |w: &str| TensorNames::layer(l, w);
+    let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
+    let normed = b.normed(&act.x, &attn_norm, &act.h, d, c.rms_eps);
+    let qkv_parts = [
+        (name(QKV[0]), d),
+        (name(QKV[1]), kv_dim),
+        (name(QKV[2]), kv_dim),
+    ];
+    for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
+        b.product(normed, &w, &act.qkv, qkv_width, col0, false);
+    }
+    let bias = match c.qkv_bias {
+        true => {
+            let mut all = vector(file, &name("attn_q.bias"), d)?;
+            all.extend(vector(file, &name("attn_k.bias"), kv_dim)?);
+            all.extend(vector(file, &name("attn_v.bias"), kv_dim)?);
+            b.f32_storage("attn_qkv.bias", &all)
+        }
+        false => b.f32_storage("no_bias", &[0.0]),
+    };
+    let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
+    let neox = (c.rope_mode == RopeMode::Neox) as u32;
+    let p = [
+        c.n_heads as u32,
+        c.n_kv_heads as u32,
+        c.head_dim as u32,
+        c.rope_dim as u32,
+        neox,
+        theta_scale,
+        c.qkv_bias as u32,
+    ];
+    b.push(
+        Op::QkvRopeStore,
+        None,
+        &[&act.qkv, &bias, &io.positions, &act.q, &kv.k[l], &kv.v[l]],
+        &p,
+        Grid::Elements {
+            per_token: qkv_width / 2,
+        },
+    );
+    let chunk = kernels::attention_chunk(capacity);
+    let p = [
+        c.n_heads as u32,
+        c.n_kv_heads as u32,
+        c.head_dim as u32,
+        capacity as u32,
+        r as u32,
+        (1.0 / (c.head_dim as f32).sqrt()).to_bits(),
+        chunk as u32,
+        kernels::attention_chunks(capacity) as u32,
+    ];
+    let attention_buffers = [
+        &act.q,
+        &kv.k[l],
+        &kv.v[l],
+        &act.scores,
+        &act.partials,
+        &io.visible,
+    ];
+    b.push(
+        Op::Attention,
+        None,
+        &attention_buffers,
+        &p,
+        Grid::Attention {
+            heads: c.n_heads,
+            chunk,
+            shape: ctx.shape.attention,
+        },
+    );
+    b.push(
+        Op::AttentionCombine,
+        None,
+        &[&act.partials, &act.attn, &io.visible],
+        &p,
+        Grid::Elements {
+            per_token: c.n_heads * c.head_dim / 4,
+        },
+    );
+    let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;
+    b.matmul(&wo, &act.attn, &act.x, d, true);
+
+    let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
+    let normed = b.normed(&act.x, &ffn_norm, &act.h, d, c.rms_eps);
+    let gate_up_parts = [(name(GATE_UP[0]), ff), (name(GATE_UP[1]), ff)];
+    for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
+        b.product(normed, &w, &act.gate_up, 2 * ff, col0, false);
+    }
+    let input = b.silu_mul(&act.gate_up, &act.ffn_act, ff);
+    let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
+    b.product(input, &w_down, &act.x, d, 0, true);
+    Ok(())
+}
+
+/// The output norm and product into the logits (through `token_embd` where the model has no
+/// output matrix of its own), and the argmax and top-k dispatches that read them.
+fn logits(
+    b: &mut Builder,
+    file: &GgufFile,
+    c: &ModelConfig,
+    token_embd: GpuMatrix,
+    act: &Activations,
+    io: &StepBuffers,
+) -> Result<(Dispatch, Dispatch)> {
+    let (d, vocab) = (c.n_embd, c.vocab_size);
+    let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
+    let normed = b.normed(&act.x, &output_norm, &act.h, d, c.rms_eps);
+    let output = match file.header.tensor(TensorNames::OUTPUT) {
+        Some(_) => matrix(b.ctx, file, TensorNames::OUTPUT, vocab, d)?,
+        None => token_embd,
+    };
+    b.product(normed, &output, &io.logits, vocab, 0, false);
+    let argmax_dispatch = b.make(
+        Op::Argmax,
+        None,
+        &[&io.logits, &io.argmax],
+        &[vocab as u32],
+        Grid::PerToken,
+    );
+    let top_k_dispatch = b.make(
+        Op::TopK,
+        None,
+        &[&io.logits, &io.top_k],
+        &[vocab as u32],
+        Grid::PerToken,
+    );
+    Ok((argmax_dispatch, top_k_dispatch))
 }
