@@ -2,7 +2,9 @@
 //! [`crate::q8`] the weight formats in use need, quantized on first use by the kernels in use
 //! and arranged the way those kernels and the weights' layouts take them.
 
-use crate::kernels::{Isa, Kernels};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::Isa;
+use crate::kernels::Kernels;
 use crate::layout::{Layout, Q8Layout, SPAN};
 use crate::packed_k;
 use crate::q8::{
