@@ -1,4 +1,5 @@
 use super::*;
+use crate::kernels::Isa;
 use crate::layout::*;
 use crate::q8::*;
 
