@@ -3,7 +3,7 @@
 //! of the same size ([`crate::packed`]); norms and biases are decoded to f32 (a few KiB).
 
 use runahead_gguf::{GgufFile, TensorInfo};
-use runahead_model::{ModelConfig, ModelError, Result, TensorNames};
+use runahead_model::{ModelConfig, ModelError, Plan, Result, TensorNames};
 
 use crate::formats::WeightFormat;
 use crate::kernels::Kernels;
@@ -98,17 +98,11 @@ pub struct Weights {
 
 impl Weights {
     pub fn load(file: &GgufFile) -> Result<Self> {
-        let embd = file.tensor_info(TensorNames::TOKEN_EMBD)?;
-        if embd.shape.len() != 2 {
-            return Err(ModelError::TensorShape {
-                name: embd.name.clone(),
-                expected: vec![0, 0],
-                found: embd.shape.clone(),
-            });
-        }
-        let vocab = usize::try_from(embd.shape[1])
-            .map_err(|_| ModelError::Config("vocabulary size overflows".into()))?;
-        let config = ModelConfig::from_metadata(&file.header.metadata, vocab)?;
+        let plan = Plan::from_header(&file.header)?;
+        plan.require("the CPU engine", &[])?;
+        plan.check_header(&file.header)?;
+        let config = plan.config;
+        let vocab = config.vocab_size;
         let c = &config;
         let (d, kv, ff) = (c.n_embd, c.kv_dim(), c.n_ff);
         let layers = (0..c.n_layers)

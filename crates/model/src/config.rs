@@ -1,14 +1,6 @@
 use runahead_gguf::{Gguf, GgufError, GgufFile, Metadata};
 
-use crate::{ModelError, Result};
-
-/// Transformer families runahead runs. Both are pre-norm decoder stacks with RMSNorm, RoPE,
-/// grouped-query attention and a SiLU-gated FFN; they differ in the RoPE pairing and biases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Architecture {
-    Llama,
-    Qwen2,
-}
+use crate::{Architecture, ModelError, Plan, Result, Tensor};
 
 /// How RoPE pairs the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,7 +8,7 @@ pub enum RopeMode {
     /// Adjacent pairs (2i, 2i+1): llama.cpp's "normal" mode, used by llama (its converter
     /// permutes Q/K rows so that this matches the original split-half layout).
     Normal,
-    /// Split halves (i, i + d/2): GPT-NeoX style, used by qwen2.
+    /// Split halves (i, i + d/2): GPT-NeoX style, used by qwen2, qwen3, gemma3 and phi3.
     Neox,
 }
 
@@ -48,12 +40,12 @@ pub struct ModelConfig {
 /// (126 layers, width 16,384, FFN 53,248, 128 heads, 262,144-token vocabularies, 10M-token
 /// context), so no real model is refused, while a file cannot make an engine size anything
 /// by an absurd number, and every product of them stays far inside u64.
-const MAX_LAYERS: u64 = 1 << 10;
-const MAX_EMBD: u64 = 1 << 17;
-const MAX_FF: u64 = 1 << 20;
-const MAX_HEADS: u64 = 1 << 10;
-const MAX_CONTEXT: u64 = 1 << 24;
-const MAX_VOCAB: u64 = 1 << 22;
+pub(crate) const MAX_LAYERS: u64 = 1 << 10;
+pub(crate) const MAX_EMBD: u64 = 1 << 17;
+pub(crate) const MAX_FF: u64 = 1 << 20;
+pub(crate) const MAX_HEADS: u64 = 1 << 10;
+pub(crate) const MAX_CONTEXT: u64 = 1 << 24;
+pub(crate) const MAX_VOCAB: u64 = 1 << 22;
 
 /// Metadata key of the tokenizer's token list.
 const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
@@ -61,7 +53,9 @@ const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
 impl ModelConfig {
     /// Reads the configuration of a model file: hyper-parameters from its metadata, the
     /// vocabulary size from its token embedding ([`ModelConfig::vocab_rows`]), which must have
-    /// a row for every token of the tokenizer.
+    /// a row for every token of the tokenizer. For an engine that runs llama-style layers
+    /// only: a model whose [`Plan`] needs any other step is refused, naming it (engines that
+    /// execute more read the [`Plan`]).
     pub fn from_file(file: &GgufFile) -> Result<Self> {
         Self::from_header(&file.header)
     }
@@ -69,9 +63,14 @@ impl ModelConfig {
     /// [`ModelConfig::from_file`] from the file's header alone (its metadata and tensor table,
     /// as [`Gguf::parse_prefix`] reads them before the tensor data).
     pub fn from_header(header: &Gguf) -> Result<Self> {
-        let vocab = Self::header_vocab_rows(header)?;
-        let meta = &header.metadata;
-        let config = Self::from_metadata(meta, vocab)?;
+        let plan = Plan::from_header(header)?;
+        plan.require("this engine", &[])?;
+        Self::check_vocabulary(header, plan.config)
+    }
+
+    /// `config` when the file's tokenizer has no token beyond the token embedding's rows.
+    pub(crate) fn check_vocabulary(header: &Gguf, config: ModelConfig) -> Result<Self> {
+        let (meta, vocab) = (&header.metadata, config.vocab_size);
         if let Some(tokens) = meta.get(TOKENS_KEY).and_then(|v| v.as_array()) {
             if tokens.len() > vocab {
                 return Err(ModelError::VocabularyMismatch {
@@ -106,70 +105,17 @@ impl ModelConfig {
 
     /// Reads the configuration; `vocab_size` is the token embedding's rows. Every size is
     /// checked (range, divisibility, derived products in u64) before an engine allocates by it.
+    /// As [`ModelConfig::from_file`], refuses a model that needs more than llama-style layers
+    /// (without the tensor table, optional tensors count as absent).
     pub fn from_metadata(meta: &Metadata, vocab_size: usize) -> Result<Self> {
-        let arch_name = meta.str("general.architecture")?;
-        let arch = match arch_name {
-            "llama" => Architecture::Llama,
-            "qwen2" => Architecture::Qwen2,
-            other => return Err(ModelError::UnsupportedArchitecture(other.to_owned())),
-        };
-        let key = |k: &str| format!("{arch_name}.{k}");
-        let dim = |k: &str, max: u64| bounded(&key(k), meta.u64(&key(k))?, max);
-        let opt_dim = |k: &str, max: u64| match meta.get(&key(k)) {
-            Some(_) => dim(k, max).map(Some),
-            None => Ok(None),
-        };
-        let vocab_size = bounded("vocabulary size", vocab_size as u64, MAX_VOCAB)?;
-        let n_layers = dim("block_count", MAX_LAYERS)?;
-        let n_embd = dim("embedding_length", MAX_EMBD)?;
-        let n_ff = dim("feed_forward_length", MAX_FF)?;
-        let n_heads = dim("attention.head_count", MAX_HEADS)?;
-        let n_kv_heads = opt_dim("attention.head_count_kv", MAX_HEADS)?.unwrap_or(n_heads);
-        let context_length = dim("context_length", MAX_CONTEXT)?;
-        let head_dim = head_dim(arch_name, n_embd, n_heads, n_kv_heads)?;
-        let rope_dim = opt_dim("rope.dimension_count", MAX_EMBD)?.unwrap_or(head_dim);
-        if rope_dim > head_dim || rope_dim % 2 != 0 {
-            return Err(invalid(
-                &key("rope.dimension_count"),
-                rope_dim,
-                format!("must be even and at most the head dimension {head_dim}"),
-            ));
-        }
-        let rope_base = match meta.get(&key("rope.freq_base")) {
-            Some(_) => meta.f64(&key("rope.freq_base"))? as f32,
-            None => 10000.0,
-        };
-        positive_finite(&key("rope.freq_base"), rope_base)?;
-        let rms_eps = meta.f64(&key("attention.layer_norm_rms_epsilon"))? as f32;
-        if !(0.0..1.0).contains(&rms_eps) {
-            return Err(invalid(
-                &key("attention.layer_norm_rms_epsilon"),
-                rms_eps,
-                "must be in [0, 1)",
-            ));
-        }
-        let (rope_mode, qkv_bias) = match arch {
-            Architecture::Llama => (RopeMode::Normal, false),
-            Architecture::Qwen2 => (RopeMode::Neox, true),
-        };
-        let config = ModelConfig {
-            arch,
-            n_layers,
-            n_embd,
-            n_ff,
-            n_heads,
-            n_kv_heads,
-            head_dim,
-            rope_mode,
-            rope_base,
-            rope_dim,
-            rms_eps,
-            context_length,
-            vocab_size,
-            qkv_bias,
-        };
-        config.check_derived_sizes()?;
-        Ok(config)
+        let plan = Plan::from_metadata(meta, vocab_size, &|_| false)?;
+        plan.require("this engine", &[])?;
+        Ok(plan.config)
+    }
+
+    /// Width of Q (and of attention's output): `n_heads * head_dim`.
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
     }
 
     /// Width of the K (and V) projection: `n_kv_heads * head_dim`.
@@ -180,13 +126,14 @@ impl ModelConfig {
     /// Checks in u64 the sizes engines derive from the hyper-parameters: each weight matrix
     /// must be addressable as one buffer here (usize is 32 bits on wasm32), and the KV cache
     /// over the whole trained context must not overflow.
-    fn check_derived_sizes(&self) -> Result<()> {
+    pub(crate) fn check_derived_sizes(&self) -> Result<()> {
         let n = |v: usize| v as u64;
         let (d, kv) = (n(self.n_embd), n(self.kv_dim()));
+        let q = n(self.q_dim()).max(kv);
         for (what, rows, cols) in [
             ("token embedding", n(self.vocab_size), d),
-            ("feed-forward matrix", n(self.n_ff), d),
-            ("attention matrix", d, d),
+            ("feed-forward matrix", 2 * n(self.n_ff), d),
+            ("attention matrix", q + 2 * kv, d),
         ] {
             let elements = product(what, &[rows, cols])?;
             usize::try_from(elements).map_err(|_| {
@@ -205,25 +152,8 @@ impl ModelConfig {
     }
 }
 
-/// Head width: `n_embd` must split evenly into `n_heads` heads, grouped evenly by the KV heads.
-fn head_dim(arch: &str, n_embd: usize, n_heads: usize, n_kv_heads: usize) -> Result<usize> {
-    if !n_embd.is_multiple_of(n_heads) {
-        let why = format!("is not a multiple of the {n_heads} attention heads");
-        return Err(invalid(&format!("{arch}.embedding_length"), n_embd, why));
-    }
-    if n_kv_heads > n_heads || !n_heads.is_multiple_of(n_kv_heads) {
-        let why = format!("is not a multiple of the {n_kv_heads} KV heads");
-        return Err(invalid(
-            &format!("{arch}.attention.head_count"),
-            n_heads,
-            why,
-        ));
-    }
-    Ok(n_embd / n_heads)
-}
-
 /// `v` as a usize in `1..=max`.
-fn bounded(what: &str, v: u64, max: u64) -> Result<usize> {
+pub(crate) fn bounded(what: &str, v: u64, max: u64) -> Result<usize> {
     if v == 0 {
         return Err(invalid(what, v, "must be at least 1"));
     }
@@ -234,7 +164,7 @@ fn bounded(what: &str, v: u64, max: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| invalid(what, v, "is more than this platform can address"))
 }
 
-fn positive_finite(what: &str, v: f32) -> Result<()> {
+pub(crate) fn positive_finite(what: &str, v: f32) -> Result<()> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
@@ -250,7 +180,11 @@ fn product(what: &str, factors: &[u64]) -> Result<u64> {
         .ok_or_else(|| invalid(what, format!("{factors:?}"), "overflows 64 bits"))
 }
 
-fn invalid(what: &str, value: impl std::fmt::Display, reason: impl Into<String>) -> ModelError {
+pub(crate) fn invalid(
+    what: &str,
+    value: impl std::fmt::Display,
+    reason: impl Into<String>,
+) -> ModelError {
     ModelError::InvalidHyperParameter {
         what: what.to_owned(),
         value: value.to_string(),
@@ -258,14 +192,14 @@ fn invalid(what: &str, value: impl std::fmt::Display, reason: impl Into<String>)
     }
 }
 
-/// GGUF tensor names of the llama/qwen2 families.
+/// GGUF tensor names shared by every architecture ([`crate::Tensor`] has them all).
 pub struct TensorNames;
 
 impl TensorNames {
-    pub const TOKEN_EMBD: &'static str = "token_embd.weight";
-    pub const OUTPUT_NORM: &'static str = "output_norm.weight";
+    pub const TOKEN_EMBD: &'static str = Tensor::TokenEmbd.base_name();
+    pub const OUTPUT_NORM: &'static str = Tensor::OutputNorm.base_name();
     /// Absent when the output projection is tied to the token embedding.
-    pub const OUTPUT: &'static str = "output.weight";
+    pub const OUTPUT: &'static str = Tensor::Output.base_name();
 
     pub fn layer(i: usize, what: &str) -> String {
         format!("blk.{i}.{what}")

@@ -8,11 +8,12 @@ mod math;
 mod weights;
 
 use crate::lm::{argmax_rows, Batch, LanguageModel, Logits, TopLogits};
-use crate::{ModelConfig, ModelError, Result};
+use crate::{Activation, ModelConfig, ModelError, Result, RopeFactors};
 use runahead_gguf::GgufFile;
 
 use math::{add_in_place, matmul, rms_norm, Rope};
 pub use weights::CpuWeights;
+use weights::{GateUp, Qkv};
 
 /// Per-layer KV cache: `[capacity, kv_dim]` each, row `slot` holding the key (value) of the
 /// token in that slot. Values are rounded to f16 precision on write, as the GPU engine stores
@@ -47,11 +48,12 @@ impl KvCache {
     }
 }
 
-/// The reference engine for one model.
+/// The reference engine for one model: it executes every step of the model's [`Plan`].
 pub struct CpuModel {
     config: ModelConfig,
     weights: CpuWeights,
-    rope: Rope,
+    /// Per layer.
+    ropes: Vec<Rope>,
     cache: KvCache,
 }
 
@@ -60,15 +62,43 @@ impl CpuModel {
     /// a forward may use); `None` means the model's trained context length.
     pub fn load(file: &GgufFile, context: Option<usize>) -> Result<Self> {
         let weights = CpuWeights::load(file)?;
-        let config = weights.config.clone();
+        let plan = &weights.plan;
+        let config = plan.config.clone();
         let capacity = context
             .unwrap_or(config.context_length)
             .min(config.context_length);
         if capacity == 0 {
             return Err(ModelError::Config("context size must be at least 1".into()));
         }
+        // LongRoPE's factors by the context, as llama.cpp picks them by its context size.
+        let factors = match (&weights.rope_factors, plan.rope_factors) {
+            (Some((long, Some(short))), RopeFactors::LongShort { original_context }) => {
+                Some(if capacity > original_context {
+                    long
+                } else {
+                    short
+                })
+            }
+            (Some((freqs, _)), _) => Some(freqs),
+            (None, _) => None,
+        };
+        let ropes = plan
+            .layers
+            .iter()
+            .map(|l| {
+                let a = &l.attention;
+                let f = factors.map(Vec::as_slice);
+                Rope::new(
+                    &config,
+                    a.rope_base,
+                    a.rope_freq_scale,
+                    f,
+                    plan.rope_attn_factor,
+                )
+            })
+            .collect();
         Ok(CpuModel {
-            rope: Rope::new(&config),
+            ropes,
             cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),
             config,
             weights,
@@ -76,32 +106,39 @@ impl CpuModel {
     }
 
     /// Attention of every block token over the cache and its visible block entries, for
-    /// one layer. `q` is `[n, n_embd]`; returns `[n, n_embd]`.
+    /// one layer. `q` is `[n, q_dim]`; returns `[n, q_dim]`. A cached slot's position is its
+    /// index; a block entry's is its batch position.
     fn attention(&self, layer: usize, q: &[f32], batch: &Batch, visible: &[bool]) -> Vec<f32> {
         let c = &self.config;
-        let (hd, n) = (c.head_dim, batch.len());
+        let plan = self.weights.plan.layers[layer].attention;
+        let (hd, n, qd) = (c.head_dim, batch.len(), c.q_dim());
         let base = self.cache.len;
         let group = c.n_heads / c.n_kv_heads;
-        let scale = 1.0 / (hd as f32).sqrt();
         let (kc, vc) = (&self.cache.k[layer], &self.cache.v[layer]);
         let kv_dim = c.kv_dim();
-        let mut out = vec![0f32; n * c.n_embd];
+        let mut out = vec![0f32; n * qd];
         let mut scores = Vec::with_capacity(base + n);
         let mut slots = Vec::with_capacity(base + n);
         for i in 0..n {
+            let pos = batch.positions[i];
+            let in_window = |key_pos: usize| plan.window.is_none_or(|w| pos < key_pos + w);
             slots.clear();
-            slots.extend(0..base);
-            slots.extend((0..n).filter(|&j| visible[i * n + j]).map(|j| base + j));
+            slots.extend((0..base).filter(|&s| in_window(s)));
+            slots.extend(
+                (0..n)
+                    .filter(|&j| visible[i * n + j] && in_window(batch.positions[j]))
+                    .map(|j| base + j),
+            );
             for h in 0..c.n_heads {
                 let kvh = h / group;
-                let qh = &q[i * c.n_embd + h * hd..][..hd];
+                let qh = &q[i * qd + h * hd..][..hd];
                 scores.clear();
                 for &s in &slots {
                     let kh = &kc[s * kv_dim + kvh * hd..][..hd];
-                    scores.push(math::dot(qh, kh) * scale);
+                    scores.push(math::dot(qh, kh) * plan.scale);
                 }
                 math::softmax(&mut scores);
-                let oh = &mut out[i * c.n_embd + h * hd..][..hd];
+                let oh = &mut out[i * qd + h * hd..][..hd];
                 for (&s, &p) in slots.iter().zip(&scores) {
                     let vh = &vc[s * kv_dim + kvh * hd..][..hd];
                     for (o, &v) in oh.iter_mut().zip(vh) {
@@ -139,36 +176,43 @@ impl LanguageModel for CpuModel {
         let c = self.config.clone();
         batch.validate(c.vocab_size, self.cache.len, self.cache.capacity)?;
         let n = batch.len();
-        let (d, kv_dim) = (c.n_embd, c.kv_dim());
+        let (d, qd, kv_dim, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
         let base = self.cache.len;
         self.cache.reserve(base + n);
         let visible = batch.visibility();
-        let angles: Vec<_> = batch
-            .positions
-            .iter()
-            .map(|&p| self.rope.angles(p))
-            .collect();
         let w = &self.weights;
+        let plan = &w.plan;
 
         // x: [n, n_embd], the residual stream.
         let mut x = Vec::with_capacity(n * d);
         for &t in &batch.tokens {
             x.extend_from_slice(w.token_embd.row(t as usize));
         }
+        if let Some(scale) = plan.embd_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
 
         for (l, lw) in w.layers.iter().enumerate() {
             let h = rms_norm(&x, &lw.attn_norm, c.rms_eps);
-            let mut q = matmul(&lw.wq, &h, n);
-            let mut k = matmul(&lw.wk, &h, n);
-            let mut v = matmul(&lw.wv, &h, n);
+            let (mut q, mut k, mut v) = match &lw.qkv {
+                Qkv::Separate { q, k, v } => (matmul(q, &h, n), matmul(k, &h, n), matmul(v, &h, n)),
+                Qkv::Fused(qkv) => split3(&matmul(qkv, &h, n), n, [qd, kv_dim, kv_dim]),
+            };
             if let Some(b) = &lw.qkv_bias {
                 add_bias(&mut q, &b.q);
                 add_bias(&mut k, &b.k);
                 add_bias(&mut v, &b.v);
             }
-            for (i, a) in angles.iter().enumerate() {
-                self.rope.apply(&mut q[i * d..(i + 1) * d], a);
-                self.rope.apply(&mut k[i * kv_dim..(i + 1) * kv_dim], a);
+            if let Some((qn, kn)) = &lw.qk_norm {
+                debug_assert_eq!(qn.len(), hd);
+                q = rms_norm(&q, qn, c.rms_eps);
+                k = rms_norm(&k, kn, c.rms_eps);
+            }
+            let rope = &self.ropes[l];
+            for (i, &p) in batch.positions.iter().enumerate() {
+                let a = rope.angles(p);
+                rope.apply(&mut q[i * qd..(i + 1) * qd], &a);
+                rope.apply(&mut k[i * kv_dim..(i + 1) * kv_dim], &a);
             }
             let slots = base * kv_dim..(base + n) * kv_dim;
             for (dst, &src) in self.cache.k[l][slots.clone()].iter_mut().zip(&k) {
@@ -178,23 +222,44 @@ impl LanguageModel for CpuModel {
                 *dst = math::round_f16(src);
             }
             let attn = self.attention(l, &q, batch, &visible);
-            add_in_place(&mut x, &matmul(&lw.wo, &attn, n));
+            let mut o = matmul(&lw.wo, &attn, n);
+            if let Some((post_attn, _)) = &lw.post_norms {
+                o = rms_norm(&o, post_attn, c.rms_eps);
+            }
+            add_in_place(&mut x, &o);
 
             let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
-            let mut gate = matmul(&lw.w_gate, &h, n);
-            let up = matmul(&lw.w_up, &h, n);
+            let (mut gate, up) = match &lw.gate_up {
+                GateUp::Separate { gate, up } => (matmul(gate, &h, n), matmul(up, &h, n)),
+                GateUp::Fused(m) => {
+                    let [g, u] = split(&matmul(m, &h, n), n, [c.n_ff, c.n_ff]);
+                    (g, u)
+                }
+            };
+            let act = match plan.activation {
+                Activation::Silu => math::silu,
+                Activation::GeluTanh => math::gelu_tanh,
+            };
             for (g, &u) in gate.iter_mut().zip(&up) {
-                *g = math::silu(*g) * u;
+                *g = act(*g) * u;
             }
-            add_in_place(&mut x, &matmul(&lw.w_down, &gate, n));
+            let mut o = matmul(&lw.w_down, &gate, n);
+            if let Some((_, post_ffn)) = &lw.post_norms {
+                o = rms_norm(&o, post_ffn, c.rms_eps);
+            }
+            add_in_place(&mut x, &o);
         }
         self.cache.len = base + n;
 
         // Only the rows asked for get logits.
         let h = rms_norm(&x[batch.first_output * d..], &w.output_norm, c.rms_eps);
         let output = w.output.as_ref().unwrap_or(&w.token_embd);
+        let mut data = matmul(output, &h, batch.n_outputs());
+        if let Some(cap) = plan.logit_softcap {
+            data.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
+        }
         Ok(Logits {
-            data: matmul(output, &h, batch.n_outputs()),
+            data,
             vocab: c.vocab_size,
         })
     }
@@ -226,6 +291,25 @@ impl LanguageModel for CpuModel {
         kv.len = base + keep.len();
         Ok(())
     }
+}
+
+/// Splits each row of `rows` (`[n, sum(widths)]`) into its parts: `[n, width]` each.
+fn split<const N: usize>(rows: &[f32], n: usize, widths: [usize; N]) -> [Vec<f32>; N] {
+    let total: usize = widths.iter().sum();
+    let mut parts = widths.map(|w| Vec::with_capacity(n * w));
+    for row in rows.chunks_exact(total) {
+        let mut at = 0;
+        for (part, &w) in parts.iter_mut().zip(&widths) {
+            part.extend_from_slice(&row[at..at + w]);
+            at += w;
+        }
+    }
+    parts
+}
+
+fn split3(rows: &[f32], n: usize, widths: [usize; 3]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let [a, b, c] = split(rows, n, widths);
+    (a, b, c)
 }
 
 fn add_bias(rows: &mut [f32], bias: &[f32]) {

@@ -5,8 +5,26 @@ use runahead_gguf::{GgmlType, GgufError};
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("unsupported architecture '{0}' (supported: llama, qwen2)")]
+    #[error("unsupported architecture '{0}' (supported: llama, qwen2, qwen3, gemma3, phi3)")]
     UnsupportedArchitecture(String),
+    /// The model needs a step of its architecture's plan that this engine does not run.
+    #[error("{arch}: {engine} does not implement {step}")]
+    NotImplemented {
+        arch: String,
+        step: String,
+        engine: String,
+    },
+    /// A tensor the architecture's plan does not read: running without it would compute
+    /// something else than the model.
+    #[error("tensor '{name}' is not part of a {arch} model as runahead runs it (it would change the arithmetic)")]
+    UnknownTensor { arch: String, name: String },
+    /// A metadata key whose value changes the arithmetic in a way not implemented.
+    #[error("unsupported model: {key} = {value} {why}")]
+    UnsupportedKey {
+        key: String,
+        value: String,
+        why: String,
+    },
     #[error("tensor '{name}' has type {ty}, which runahead cannot decode")]
     UnsupportedTensorType { name: String, ty: GgmlType },
     #[error("tensor '{name}' has shape {found:?}, expected {expected:?}")]

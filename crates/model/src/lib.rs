@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod arch;
 mod chat;
 mod config;
 mod cpu;
@@ -15,11 +16,14 @@ mod tensors;
 pub mod testing;
 mod tokenizer;
 
+pub use arch::{
+    Activation, Architecture, AttentionPlan, LayerPlan, Plan, RopeFactors, Step, Tensor,
+};
 pub use chat::{
     check_conversation, ChatMessage, ChatTemplate, CHAT_ROLES, MAX_MESSAGES, TEMPLATE_FUEL,
     TEMPLATE_OUTPUT_SLACK,
 };
-pub use config::{Architecture, ModelConfig, RopeMode, TensorNames};
+pub use config::{ModelConfig, RopeMode, TensorNames};
 pub use cpu::CpuModel;
 pub use error::ModelError;
 pub use lm::{

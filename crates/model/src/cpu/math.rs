@@ -128,22 +128,44 @@ pub fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
-/// Rotary position embedding. The angle of pair `i` at position `p` is `p * base^(-2i/d)`,
-/// built by repeated multiplication in f32 exactly as llama.cpp builds its cache.
+/// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+pub fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
+}
+
+/// Rotary position embedding of one layer. The angle of pair `i` at position `p` is
+/// `freq_scale * p * base^(-2i/d) / factor_i`, its cos and sin times `mscale`, built as
+/// llama.cpp's rope cache builds them (the power by repeated multiplication in f32).
 pub struct Rope {
     mode: RopeMode,
     head_dim: usize,
     rope_dim: usize,
     theta_scale: f32,
+    freq_scale: f32,
+    mscale: f32,
+    factors: Option<Vec<f32>>,
 }
 
 impl Rope {
-    pub fn new(c: &ModelConfig) -> Self {
+    /// The RoPE of a layer: `base` and `freq_scale` from its [`crate::AttentionPlan`],
+    /// `factors` its frequency factors (`[rope_dim / 2]`), `mscale` the plan's
+    /// `rope_attn_factor`.
+    pub fn new(
+        c: &ModelConfig,
+        base: f32,
+        freq_scale: f32,
+        factors: Option<&[f32]>,
+        mscale: f32,
+    ) -> Self {
         Rope {
             mode: c.rope_mode,
             head_dim: c.head_dim,
             rope_dim: c.rope_dim,
-            theta_scale: c.rope_base.powf(-2.0 / c.rope_dim as f32),
+            theta_scale: base.powf(-2.0 / c.rope_dim as f32),
+            freq_scale,
+            mscale,
+            factors: factors.map(<[f32]>::to_vec),
         }
     }
 
@@ -151,10 +173,11 @@ impl Rope {
     pub fn angles(&self, pos: usize) -> Vec<(f32, f32)> {
         let mut theta = pos as f32;
         (0..self.rope_dim / 2)
-            .map(|_| {
-                let cs = (theta.cos(), theta.sin());
+            .map(|i| {
+                let ff = self.factors.as_ref().map_or(1.0, |f| f[i]);
+                let t = self.freq_scale * (theta / ff);
                 theta *= self.theta_scale;
-                cs
+                (t.cos() * self.mscale, t.sin() * self.mscale)
             })
             .collect()
     }
