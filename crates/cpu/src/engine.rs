@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use runahead_gguf::{dequantize_row, GgufFile};
 use runahead_model::{
-    argmax_rows_of, Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits,
+    argmax_rows_of, gelu_tanh, Activation, Batch, LanguageModel, Logits, ModelConfig, ModelError,
+    Result, Rope, TopLogits,
 };
 
 use crate::activations::{Activations, QuantizedBuffers};
@@ -13,9 +14,9 @@ use crate::error::CpuError;
 use crate::kernels::{Isa, Kernels};
 use crate::kv_cache::KvCache;
 use crate::matmul::{matmul_gated, matmul_many, Matrix};
-use crate::ops::{add_bias, add_in_place, rms_norm, Rope};
+use crate::ops::{add_bias, add_in_place, rms_norm};
 use crate::pool::{with_team, Team};
-use crate::weights::Weights;
+use crate::weights::{GateUp, Qkv, Weights};
 
 /// How to run a model.
 #[derive(Clone, Debug, Default)]
@@ -35,7 +36,8 @@ pub struct CpuEngine {
     file: Arc<GgufFile>,
     config: ModelConfig,
     weights: Weights,
-    rope: Rope,
+    /// Per layer.
+    ropes: Vec<Rope>,
     cache: KvCache,
     kernels: Kernels,
     threads: usize,
@@ -46,14 +48,16 @@ pub struct CpuEngine {
 /// an 8-row forward).
 #[derive(Default)]
 struct Buffers {
-    q: Vec<f32>,      // [n, n_embd]
-    k: Vec<f32>,      // [n, kv_dim]
-    v: Vec<f32>,      // [n, kv_dim]
-    o: Vec<f32>,      // [rows, n_embd]
-    gate: Vec<f32>,   // [rows, n_ff]
-    up: Vec<f32>,     // [rows, n_ff]
-    down: Vec<f32>,   // [rows, n_embd]
-    logits: Vec<f32>, // [outputs, vocab]
+    q: Vec<f32>,       // [n, q_dim]
+    qkv: Vec<f32>,     // [n, q_dim + 2 kv_dim], a fused projection's output
+    k: Vec<f32>,       // [n, kv_dim]
+    v: Vec<f32>,       // [n, kv_dim]
+    o: Vec<f32>,       // [rows, n_embd]
+    gate: Vec<f32>,    // [rows, n_ff]
+    gate_up: Vec<f32>, // [rows, 2 n_ff], a fused projection's output
+    up: Vec<f32>,      // [rows, n_ff]
+    down: Vec<f32>,    // [rows, n_embd]
+    logits: Vec<f32>,  // [outputs, vocab]
     attention: AttentionScratch,
     quantized: QuantizedBuffers,
 }
@@ -103,7 +107,7 @@ impl CpuEngine {
     /// Prepares `file`'s model; its matrices are read from the file's bytes at every forward.
     pub fn load(file: Arc<GgufFile>, options: &CpuOptions) -> Result<Self> {
         let mut weights = Weights::load(&file)?;
-        let config = weights.config.clone();
+        let config = weights.plan.config.clone();
         let capacity = options
             .context
             .unwrap_or(config.context_length)
@@ -120,8 +124,10 @@ impl CpuEngine {
             Some(isa) => Kernels::new(isa).ok_or(CpuError::KernelsUnavailable(isa.name()))?,
         };
         weights.pack(&file, kernels);
+        let factors = (weights.rope_factors.as_ref()).map(|(a, b)| (a.as_slice(), b.as_deref()));
+        let ropes = weights.plan.ropes(capacity, factors);
         Ok(CpuEngine {
-            rope: Rope::new(&config),
+            ropes,
             cache: KvCache::new(
                 config.n_layers,
                 capacity,
@@ -162,16 +168,12 @@ impl CpuEngine {
     /// vocabulary was page-faulted in and unmapped again at every verification).
     fn run(&mut self, batch: &Batch, team: &Team) -> Result<usize> {
         let c = &self.config;
-        let (n, d, kv_dim) = (batch.len(), c.n_embd, c.kv_dim());
+        let (n, d, kv_dim, qd) = (batch.len(), c.n_embd, c.kv_dim(), c.q_dim());
         let base = self.cache.len;
         self.cache.reserve(base + n);
         let visible = batch.visibility();
-        let angles: Vec<_> = batch
-            .positions
-            .iter()
-            .map(|&p| self.rope.angles(p))
-            .collect();
         let (file, w, k) = (&*self.file, &self.weights, self.kernels);
+        let plan = &w.plan;
 
         // x: [n, n_embd], the residual stream.
         let mut x = vec![0f32; n * d];
@@ -180,33 +182,64 @@ impl CpuEngine {
         for (row, &t) in x.chunks_exact_mut(d).zip(&batch.tokens) {
             dequantize_row(embd.format.ggml_type(), embd_bytes, d, t as usize, row)?;
         }
+        if let Some(scale) = plan.embd_scale {
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
 
         let b = &mut self.buffers;
+        let mut angles: Vec<Vec<(f32, f32)>> = Vec::new();
         for (l, lw) in w.layers.iter().enumerate() {
+            // Layers with the same RoPE share its angles.
+            let rope = &self.ropes[l];
+            if l == 0 || self.ropes[l - 1] != *rope {
+                angles = batch.positions.iter().map(|&p| rope.angles(p)).collect();
+            }
             let h = rms_norm(&x, &lw.attn_norm, c.rms_eps);
-            let q = reuse(&mut b.q, n * d);
+            let q = reuse(&mut b.q, n * qd);
             let kk = reuse(&mut b.k, n * kv_dim);
             let v = reuse(&mut b.v, n * kv_dim);
-            products(
-                k,
-                team,
-                &mut [
-                    (lw.wq.view(file), &mut *q),
-                    (lw.wk.view(file), &mut *kk),
-                    (lw.wv.view(file), &mut *v),
-                ],
-                &h,
-                d,
-                &mut b.quantized,
-            );
+            match &lw.qkv {
+                Qkv::Separate {
+                    q: wq,
+                    k: wk,
+                    v: wv,
+                } => products(
+                    k,
+                    team,
+                    &mut [
+                        (wq.view(file), &mut *q),
+                        (wk.view(file), &mut *kk),
+                        (wv.view(file), &mut *v),
+                    ],
+                    &h,
+                    d,
+                    &mut b.quantized,
+                ),
+                Qkv::Fused(wqkv) => {
+                    let fused = reuse(&mut b.qkv, n * (qd + 2 * kv_dim));
+                    let jobs = &mut [(wqkv.view(file), &mut *fused)];
+                    products(k, team, jobs, &h, d, &mut b.quantized);
+                    let rows = fused.chunks_exact(qd + 2 * kv_dim);
+                    let outs = q.chunks_exact_mut(qd).zip(kk.chunks_exact_mut(kv_dim));
+                    for ((row, (qr, kr)), vr) in rows.zip(outs).zip(v.chunks_exact_mut(kv_dim)) {
+                        qr.copy_from_slice(&row[..qd]);
+                        kr.copy_from_slice(&row[qd..qd + kv_dim]);
+                        vr.copy_from_slice(&row[qd + kv_dim..]);
+                    }
+                }
+            }
             if let Some(bias) = &lw.qkv_bias {
                 add_bias(q, &bias.q);
                 add_bias(kk, &bias.k);
                 add_bias(v, &bias.v);
             }
+            if let Some((qn, kn)) = &lw.qk_norm {
+                q.copy_from_slice(&rms_norm(q, qn, c.rms_eps));
+                kk.copy_from_slice(&rms_norm(kk, kn, c.rms_eps));
+            }
             for (i, a) in angles.iter().enumerate() {
-                self.rope.apply(&mut q[i * d..(i + 1) * d], a);
-                self.rope.apply(&mut kk[i * kv_dim..(i + 1) * kv_dim], a);
+                rope.apply(&mut q[i * qd..(i + 1) * qd], a);
+                rope.apply(&mut kk[i * kv_dim..(i + 1) * kv_dim], a);
             }
             self.cache.write(l, base, kk, v);
             let mut attn = Attention {
@@ -231,7 +264,7 @@ impl CpuEngine {
                 if skip == n {
                     return Ok(0);
                 }
-                attn.drain(..skip * d);
+                attn.drain(..skip * qd);
                 x.drain(..skip * d);
             }
             let rows = x.len() / d;
@@ -241,23 +274,47 @@ impl CpuEngine {
                 team,
                 &mut [(lw.wo.view(file), &mut *o)],
                 &attn,
-                d,
+                qd,
                 &mut b.quantized,
             );
+            if let Some((post_attn, _)) = &lw.post_norms {
+                o.copy_from_slice(&rms_norm(o, post_attn, c.rms_eps));
+            }
             add_in_place(&mut x, o);
 
             let h = rms_norm(&x, &lw.ffn_norm, c.rms_eps);
-            let gate = reuse(&mut b.gate, rows * c.n_ff);
-            let up = reuse(&mut b.up, rows * c.n_ff);
-            // gate = silu(gate) * up, by each unit of the products as they come.
-            let silu_mul = |g: &mut [f32], u: &[f32]| k.silu_mul(g, u);
-            as_input(&h, d, &mut b.quantized, |x| {
-                let mut jobs = [
-                    (lw.w_gate.view(file), &mut *gate),
-                    (lw.w_up.view(file), &mut *up),
-                ];
-                matmul_gated(k, team, &mut jobs, x, &silu_mul)
-            });
+            let ff = c.n_ff;
+            let gate = reuse(&mut b.gate, rows * ff);
+            let up = reuse(&mut b.up, rows * ff);
+            match (&lw.gate_up, plan.activation) {
+                (GateUp::Separate { gate: wg, up: wu }, Activation::Silu) => {
+                    // gate = silu(gate) * up, by each unit of the products as they come.
+                    let silu_mul = |g: &mut [f32], u: &[f32]| k.silu_mul(g, u);
+                    as_input(&h, d, &mut b.quantized, |x| {
+                        let mut jobs = [(wg.view(file), &mut *gate), (wu.view(file), &mut *up)];
+                        matmul_gated(k, team, &mut jobs, x, &silu_mul)
+                    });
+                }
+                (GateUp::Separate { gate: wg, up: wu }, activation) => {
+                    let jobs = &mut [(wg.view(file), &mut *gate), (wu.view(file), &mut *up)];
+                    products(k, team, jobs, &h, d, &mut b.quantized);
+                    gated(activation, k, gate, up);
+                }
+                (GateUp::Fused(wgu), activation) => {
+                    let fused = reuse(&mut b.gate_up, rows * 2 * ff);
+                    let jobs = &mut [(wgu.view(file), &mut *fused)];
+                    products(k, team, jobs, &h, d, &mut b.quantized);
+                    let rows = fused.chunks_exact(2 * ff);
+                    for ((row, g), u) in rows
+                        .zip(gate.chunks_exact_mut(ff))
+                        .zip(up.chunks_exact_mut(ff))
+                    {
+                        g.copy_from_slice(&row[..ff]);
+                        u.copy_from_slice(&row[ff..]);
+                    }
+                    gated(activation, k, gate, up);
+                }
+            }
             let down = reuse(&mut b.down, rows * d);
             let gate = &*gate;
             products(
@@ -265,9 +322,12 @@ impl CpuEngine {
                 team,
                 &mut [(lw.w_down.view(file), &mut *down)],
                 gate,
-                c.n_ff,
+                ff,
                 &mut b.quantized,
             );
+            if let Some((_, post_ffn)) = &lw.post_norms {
+                down.copy_from_slice(&rms_norm(down, post_ffn, c.rms_eps));
+            }
             add_in_place(&mut x, down);
         }
 
@@ -275,8 +335,30 @@ impl CpuEngine {
         let len = batch.n_outputs() * c.vocab_size;
         let logits = reuse(&mut b.logits, len);
         let head = w.output().view(file);
-        products(k, team, &mut [(head, logits)], &h, d, &mut b.quantized);
+        products(
+            k,
+            team,
+            &mut [(head, &mut *logits)],
+            &h,
+            d,
+            &mut b.quantized,
+        );
+        if let Some(cap) = plan.logit_softcap {
+            logits.iter_mut().for_each(|v| *v = cap * (*v / cap).tanh());
+        }
         Ok(len)
+    }
+}
+
+/// `gate = act(gate) * up`, element by element (the reference's expressions).
+fn gated(activation: Activation, k: Kernels, gate: &mut [f32], up: &[f32]) {
+    match activation {
+        Activation::Silu => k.silu_mul(gate, up),
+        Activation::GeluTanh => {
+            for (g, &u) in gate.iter_mut().zip(up) {
+                *g = gelu_tanh(*g) * u;
+            }
+        }
     }
 }
 

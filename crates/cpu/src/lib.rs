@@ -67,3 +67,4 @@ mod weights;
 pub use engine::{default_threads, CpuEngine, CpuOptions};
 pub use error::CpuError;
 pub use kernels::{Isa, Kernels};
+pub use weights::STEPS;

@@ -2,8 +2,6 @@
 //! arithmetic (same expressions, same order), so the engines differ only where the products'
 //! 8-bit activations make them differ.
 
-use runahead_model::{ModelConfig, RopeMode};
-
 /// RMSNorm of each row of `x` (rows of `w.len()`), scaled by `w`; the mean of squares in f64,
 /// summed in order, eight rows' sums side by side (one row's chain waits on add after add).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
@@ -80,54 +78,6 @@ pub fn divide_by(x: &mut [f32], sum: f32) {
     let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;
-    }
-}
-
-/// Rotary position embedding; the angle of pair `i` at position `p` is `p * base^(-2i/d)`,
-/// built by repeated multiplication in f32 as llama.cpp builds its cache.
-pub struct Rope {
-    mode: RopeMode,
-    head_dim: usize,
-    rope_dim: usize,
-    theta_scale: f32,
-}
-
-impl Rope {
-    pub fn new(c: &ModelConfig) -> Self {
-        Rope {
-            mode: c.rope_mode,
-            head_dim: c.head_dim,
-            rope_dim: c.rope_dim,
-            theta_scale: c.rope_base.powf(-2.0 / c.rope_dim as f32),
-        }
-    }
-
-    /// `(cos, sin)` of each pair's angle at `pos`.
-    pub fn angles(&self, pos: usize) -> Vec<(f32, f32)> {
-        let mut theta = pos as f32;
-        (0..self.rope_dim / 2)
-            .map(|_| {
-                let cs = (theta.cos(), theta.sin());
-                theta *= self.theta_scale;
-                cs
-            })
-            .collect()
-    }
-
-    /// Rotates each of the consecutive heads of `x` in place by `angles`.
-    pub fn apply(&self, x: &mut [f32], angles: &[(f32, f32)]) {
-        let half = self.rope_dim / 2;
-        for head in x.chunks_exact_mut(self.head_dim) {
-            for (i, &(cos, sin)) in angles.iter().enumerate() {
-                let (a, b) = match self.mode {
-                    RopeMode::Normal => (2 * i, 2 * i + 1),
-                    RopeMode::Neox => (i, i + half),
-                };
-                let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * cos - x1 * sin;
-                head[b] = x0 * sin + x1 * cos;
-            }
-        }
     }
 }
 

@@ -34,7 +34,9 @@ fn load(spec: &TinyModel, o: &CpuOptions) -> CpuEngine {
     CpuEngine::load(file(spec), o).unwrap()
 }
 
-/// Tied and separate outputs for both architectures.
+/// Tied and separate outputs for llama and qwen2, and the architectures whose plans add steps:
+/// llama with `rope_freqs`, qwen3 (head dim 128, Q/K norms), phi3 (fused QKV and gate/up,
+/// partial LongRoPE).
 fn models() -> Vec<(&'static str, TinyModel)> {
     vec![
         ("llama", TinyModel::llama()),
@@ -55,7 +57,22 @@ fn models() -> Vec<(&'static str, TinyModel)> {
                 ..TinyModel::qwen2()
             },
         ),
+        ("llama, rope_freqs", TinyModel::llama3()),
+        ("qwen3", TinyModel::qwen3()),
+        ("phi3", TinyModel::phi3()),
     ]
+}
+
+/// A step of a model's plan the engine does not implement is refused by name.
+#[test]
+fn gemma3s_sliding_window_is_refused_by_name() {
+    let o = options(Isa::Scalar, 1);
+    match CpuEngine::load(file(&TinyModel::gemma3()), &o).err() {
+        Some(e @ ModelError::NotImplemented { .. }) => {
+            assert!(e.to_string().contains("sliding-window"), "{e}")
+        }
+        other => panic!("gemma3: {:?}", other.map(|e| e.to_string())),
+    }
 }
 
 const PROMPT: [u32; 9] = [5, 77, 120, 3, 260, 42, 199, 7, 8];

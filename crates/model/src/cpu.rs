@@ -4,14 +4,15 @@
 //! by the same code in the same order whether its token came alone or in a block, so the
 //! engine is batch-invariant: greedy speculative decoding on it equals plain decoding exactly.
 
-mod math;
+pub(crate) mod math;
 mod weights;
 
 use crate::lm::{argmax_rows, Batch, LanguageModel, Logits, TopLogits};
-use crate::{Activation, ModelConfig, ModelError, Result, RopeFactors};
+use crate::{Activation, ModelConfig, ModelError, Result};
 use runahead_gguf::GgufFile;
 
-use math::{add_in_place, matmul, rms_norm, Rope};
+use math::{add_in_place, matmul, rms_norm};
+pub use math::{gelu_tanh, Rope};
 pub use weights::CpuWeights;
 use weights::{GateUp, Qkv};
 
@@ -70,33 +71,11 @@ impl CpuModel {
         if capacity == 0 {
             return Err(ModelError::Config("context size must be at least 1".into()));
         }
-        // LongRoPE's factors by the context, as llama.cpp picks them by its context size.
-        let factors = match (&weights.rope_factors, plan.rope_factors) {
-            (Some((long, Some(short))), RopeFactors::LongShort { original_context }) => {
-                Some(if capacity > original_context {
-                    long
-                } else {
-                    short
-                })
-            }
-            (Some((freqs, _)), _) => Some(freqs),
-            (None, _) => None,
-        };
-        let ropes = plan
-            .layers
-            .iter()
-            .map(|l| {
-                let a = &l.attention;
-                let f = factors.map(Vec::as_slice);
-                Rope::new(
-                    &config,
-                    a.rope_base,
-                    a.rope_freq_scale,
-                    f,
-                    plan.rope_attn_factor,
-                )
-            })
-            .collect();
+        let factors = weights
+            .rope_factors
+            .as_ref()
+            .map(|(a, b)| (a.as_slice(), b.as_deref()));
+        let ropes = plan.ropes(capacity, factors);
         Ok(CpuModel {
             ropes,
             cache: KvCache::new(config.n_layers, capacity, config.kv_dim()),

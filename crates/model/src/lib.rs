@@ -24,7 +24,7 @@ pub use chat::{
     TEMPLATE_OUTPUT_SLACK,
 };
 pub use config::{ModelConfig, RopeMode, TensorNames};
-pub use cpu::CpuModel;
+pub use cpu::{gelu_tanh, CpuModel, Rope};
 pub use error::ModelError;
 pub use lm::{
     argmax, argmax_rows, argmax_rows_of, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask,

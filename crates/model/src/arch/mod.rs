@@ -20,7 +20,7 @@ mod tensor;
 
 use runahead_gguf::{Gguf, GgufError, Metadata};
 
-use crate::{ModelConfig, ModelError, Result, TensorSpec, TensorTotals};
+use crate::{ModelConfig, ModelError, Result, Rope, TensorSpec, TensorTotals};
 pub(crate) use hparams::Hparams;
 pub use tensor::Tensor;
 
@@ -286,6 +286,37 @@ impl Plan {
                 engine: engine.to_owned(),
             }),
         }
+    }
+
+    /// Each layer's RoPE for a context of `capacity` positions. `factors`: the frequency
+    /// factors the file holds (`rope_freqs`, or LongRoPE's long and short); LongRoPE's are
+    /// picked by the context, as llama.cpp picks them by its context size.
+    pub fn ropes(&self, capacity: usize, factors: Option<(&[f32], Option<&[f32]>)>) -> Vec<Rope> {
+        let factors = match (factors, self.rope_factors) {
+            (Some((long, Some(short))), RopeFactors::LongShort { original_context }) => {
+                Some(if capacity > original_context {
+                    long
+                } else {
+                    short
+                })
+            }
+            (Some((freqs, _)), _) => Some(freqs),
+            (None, _) => None,
+        };
+        self.layers
+            .iter()
+            .map(|l| {
+                let a = &l.attention;
+                let base = a.rope_base;
+                Rope::new(
+                    &self.config,
+                    base,
+                    a.rope_freq_scale,
+                    factors,
+                    self.rope_attn_factor,
+                )
+            })
+            .collect()
     }
 
     /// Q's width: `n_heads * head_dim`.

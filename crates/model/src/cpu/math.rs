@@ -136,7 +136,9 @@ pub fn gelu_tanh(x: f32) -> f32 {
 
 /// Rotary position embedding of one layer. The angle of pair `i` at position `p` is
 /// `freq_scale * p * base^(-2i/d) / factor_i`, its cos and sin times `mscale`, built as
-/// llama.cpp's rope cache builds them (the power by repeated multiplication in f32).
+/// llama.cpp's rope cache builds them (the power by repeated multiplication in f32). Every
+/// engine's RoPE on the CPU is this one.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Rope {
     mode: RopeMode,
     head_dim: usize,
