@@ -7,6 +7,8 @@
 //! are bit-identical whether it is computed alone or in a block (batch invariance), which is
 //! what lets greedy speculative decoding equal plain decoding exactly.
 
+#![forbid(unsafe_code)]
+
 mod clock;
 mod context;
 mod error;

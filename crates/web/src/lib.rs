@@ -7,6 +7,8 @@
 //! Errors reach JavaScript as `Error` objects with a stable `code` (see [`error::Code`]); no
 //! input a page can pass makes this crate panic (a panic would kill the wasm instance).
 
+#![forbid(unsafe_code)]
+
 mod backend;
 mod cpu_forward_cost;
 mod device;
