@@ -92,7 +92,15 @@ fn every_drafter_equals_plain_greedy() {
         isa: Some(Isa::best()),
         ..CpuOptions::default()
     };
-    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+    // llama, qwen2, and the plans with more steps: rope_freqs, qwen3's norms and head dim,
+    // phi3's fused projections and LongRoPE.
+    for spec in [
+        TinyModel::llama(),
+        TinyModel::qwen2(),
+        TinyModel::llama3(),
+        TinyModel::qwen3(),
+        TinyModel::phi3(),
+    ] {
         let file = Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap());
         let other = Arc::new(
             GgufFile::from_bytes(
