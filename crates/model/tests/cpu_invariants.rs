@@ -12,7 +12,14 @@ fn load(spec: &TinyModel) -> CpuModel {
 }
 
 fn models() -> Vec<(&'static str, TinyModel)> {
-    vec![("llama", TinyModel::llama()), ("qwen2", TinyModel::qwen2())]
+    vec![
+        ("llama", TinyModel::llama()),
+        ("qwen2", TinyModel::qwen2()),
+        ("llama, rope_freqs", TinyModel::llama3()),
+        ("qwen3", TinyModel::qwen3()),
+        ("gemma3", TinyModel::gemma3()),
+        ("phi3", TinyModel::phi3()),
+    ]
 }
 
 const PROMPT: [u32; 7] = [5, 77, 120, 3, 260, 42, 199];
