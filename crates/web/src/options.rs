@@ -8,6 +8,12 @@ use wasm_bindgen::JsValue;
 
 use crate::error::{Code, WebError};
 
+/// Tokens of earlier outputs the suffix drafter keeps by default (a page can set its own bound
+/// with the `historyTokens` load option, up to [`MAX_HISTORY_TOKENS`]).
+pub const DEFAULT_HISTORY_TOKENS: usize = 1 << 16;
+/// The largest `historyTokens`: the trie holds up to 40 nodes per token.
+pub const MAX_HISTORY_TOKENS: usize = 1 << 20;
+
 /// `Engine.load(bytes, options)`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -19,7 +25,7 @@ pub struct LoadOptions {
     #[serde(default)]
     pub backend: crate::backend::BackendOption,
     /// Tokens of earlier outputs the suffix drafter keeps (and a page persists); default
-    /// [`crate::generation::DEFAULT_HISTORY_TOKENS`].
+    /// [`DEFAULT_HISTORY_TOKENS`].
     pub history_tokens: Option<usize>,
     /// The CPU engine's threads (default 1; more only where [`crate::threads`] allows).
     pub threads: Option<usize>,
