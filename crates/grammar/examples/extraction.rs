@@ -44,7 +44,9 @@ const TASKS: &[(&str, &str)] = &[
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let path = args.next().ok_or("usage: extraction MODEL.gguf [THREADS]")?;
+    let path = args
+        .next()
+        .ok_or("usage: extraction MODEL.gguf [THREADS]")?;
     let threads = args.next().map(|t| t.parse()).transpose()?;
     let file = Arc::new(GgufFile::open(&path)?);
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
@@ -71,7 +73,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = GenerateOptions {
         max_tokens: 160,
         sampling: SamplingParams::greedy(),
-        depth: Depth::Fixed(8),
+        // Adaptive depth, as `runahead generate` uses by default; DEPTH=N verifies N nodes.
+        depth: match std::env::var("DEPTH").ok().and_then(|d| d.parse().ok()) {
+            Some(n) => Depth::Fixed(n),
+            None => Depth::default(),
+        },
         ..GenerateOptions::default()
     };
     let mut plain_outputs = Vec::new();

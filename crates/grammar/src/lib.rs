@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenizerEnv};
-use llguidance::{Matcher, ParserFactory};
+use llguidance::{JsonCompileOptions, Matcher, ParserFactory};
 use runahead_model::Tokenizer;
 use runahead_speculate::{Constraint, ConstraintError, TokenSet};
 
@@ -111,6 +111,22 @@ impl Vocabulary {
     }
 }
 
+/// JSON under a schema is written in one layout, `{"a": 1, "b": [2, 3]}` (Python's
+/// `json.dumps`), with no other whitespace: keys and separators are then the only continuation
+/// and are forced tokens, free drafts. A schema's own `x-guidance` options take precedence.
+fn json_layout(mut schema: serde_json::Value) -> serde_json::Value {
+    if schema.get("x-guidance").is_none() && schema.is_object() {
+        let options = JsonCompileOptions {
+            item_separator: ", ".into(),
+            key_separator: ": ".into(),
+            whitespace_flexible: false,
+            ..JsonCompileOptions::default()
+        };
+        options.apply_to(&mut schema);
+    }
+    schema
+}
+
 /// A compiled schema or grammar and its state in one generation.
 pub struct Grammar {
     matcher: Matcher,
@@ -121,9 +137,9 @@ impl Grammar {
     /// Compiles `spec` over `vocab`; errors say what is wrong with the schema or grammar.
     pub fn new(vocab: &Vocabulary, spec: &GrammarSpec) -> Result<Self, GrammarError> {
         let top = match spec {
-            GrammarSpec::JsonObject => {
-                TopLevelGrammar::from_json_schema(serde_json::json!({"type": "object"}))
-            }
+            GrammarSpec::JsonObject => TopLevelGrammar::from_json_schema(json_layout(
+                serde_json::json!({"type": "object"}),
+            )),
             GrammarSpec::JsonSchema(text) => {
                 let schema: serde_json::Value = serde_json::from_str(text)
                     .map_err(|e| GrammarError::SchemaJson(e.to_string()))?;
@@ -132,7 +148,7 @@ impl Grammar {
                         "a JSON schema is an object (or true / false)".into(),
                     ));
                 }
-                TopLevelGrammar::from_json_schema(schema)
+                TopLevelGrammar::from_json_schema(json_layout(schema))
             }
             GrammarSpec::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
             GrammarSpec::Regex(rx) => TopLevelGrammar::from_regex(rx),
