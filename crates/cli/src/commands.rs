@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use runahead_grammar::{Grammar, GrammarSpec, Vocabulary};
-use runahead_model::{ChatMessage, LanguageModel, ModelConfig, Tokenizer};
+use runahead_model::{ChatMessage, LanguageModel, Plan, Step, Tokenizer};
 use runahead_speculate::{
     generate_text_constrained, generation_json, Constraint, Depth, Drafter, GenerateOptions,
     KvTokens, StopStrings,
@@ -29,9 +29,25 @@ pub fn info(path: &Path) -> Result<()> {
     if let Ok(name) = meta.str("general.name") {
         writeln!(out, "name          {name}")?;
     }
-    match ModelConfig::from_file(&file) {
-        Ok(c) => {
-            writeln!(out, "architecture  {:?}", c.arch)?;
+    match Plan::from_header(&file.header) {
+        Ok(plan) => {
+            let c = &plan.config;
+            let steps: Vec<_> = plan.steps().iter().map(|s| s.describe()).collect();
+            writeln!(out, "architecture  {}", c.arch.name())?;
+            if !steps.is_empty() {
+                writeln!(out, "steps         {}", steps.join("; "))?;
+            }
+            // Each engine in one line: it runs the model, or the step it lacks.
+            for (engine, implemented) in [
+                ("f32 reference", Step::ALL),
+                ("CPU engine", runahead_cpu::STEPS),
+                ("GPU engine", &[][..]),
+            ] {
+                match plan.require(engine, implemented) {
+                    Ok(()) => writeln!(out, "{engine:<13} runs it")?,
+                    Err(e) => writeln!(out, "{engine:<13} refuses it: {e}")?,
+                }
+            }
             writeln!(out, "layers        {}", c.n_layers)?;
             writeln!(out, "embedding     {}  (ffn {})", c.n_embd, c.n_ff)?;
             writeln!(
