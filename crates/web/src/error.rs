@@ -126,6 +126,9 @@ impl From<ModelError> for WebError {
         let code = match &e {
             ModelError::Gguf(_) => Code::Gguf,
             ModelError::UnsupportedArchitecture(_)
+            | ModelError::NotImplemented { .. }
+            | ModelError::UnknownTensor { .. }
+            | ModelError::UnsupportedKey { .. }
             | ModelError::UnsupportedTensorType { .. }
             | ModelError::TensorShape { .. }
             | ModelError::Config(_)
