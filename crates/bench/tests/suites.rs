@@ -76,7 +76,9 @@ fn code_answer(seed: usize, words: usize, tag: &str) -> String {
 }
 
 fn record(id: &str, turns: &[(&str, String)]) -> serde_json::Value {
-    json!({"id": id, "conversations": turns.iter().map(|(f, v)| json!({"from": f, "value": v})).collect::<Vec<_>>()})
+    // "conversations" first: the text reads the same with serde_json's sorted maps and its
+    // insertion-ordered ones (preserve_order, which llguidance turns on in a workspace build).
+    json!({"conversations": turns.iter().map(|(f, v)| json!({"from": f, "value": v})).collect::<Vec<_>>(), "id": id})
 }
 
 /// 24 records, record r meant for task r mod 6 (summarize, extract, qa-doc, multi-turn,

@@ -305,7 +305,8 @@ mod tests {
         result.fields.insert("tool_call_id".into(), "c1".into());
         assert_eq!(
             t.render_conversation(&[user, call, result]).unwrap(),
-            r#"user:Weather?(ann);assistant:[weather {"city":"Paris"}];tool:sunny<c1>;"#
+            // tojson writes Python's json.dumps separators, as HF's templates see them.
+            r#"user:Weather?(ann);assistant:[weather {"city": "Paris"}];tool:sunny<c1>;"#
         );
     }
 
@@ -441,9 +442,11 @@ mod tests {
             ),
             ("{{ messages | map(attribute='content') | join }}", "su"),
             ("{{ [[1, 2], 'x'] | join(';') }}", "[1, 2];x"),
+            // A message is a map with its other fields flattened in: tojson writes its keys
+            // sorted.
             (
                 "{{ messages[0] | tojson }}",
-                r#"{"role": "system", "content": "s"}"#,
+                r#"{"content": "s", "role": "system"}"#,
             ),
             (
                 "{{ {'a': [1]} | tojson(indent=2) }}",
