@@ -173,7 +173,13 @@ total_start=$SECONDS
 for s in "${steps[@]}"; do
   echo "== test.sh: $s"
   start=$SECONDS
-  if ! "step_${s//-/_}"; then
+  # Each step in a subshell of its own, outside any condition: bash ignores `set -e` inside a
+  # function called from `if` or `!`, where a step would fail only on its last command.
+  set +e
+  (set -e; "step_${s//-/_}")
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
     echo "== test.sh: FAILED at step '$s' after $((SECONDS - start))s" >&2
     exit 1
   fi

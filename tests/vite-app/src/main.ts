@@ -9,7 +9,7 @@ import Default, {
   type CachedModel,
   type ChatCompletion,
   type ChatCompletionChunk,
-  type ChatMessage,
+  type ChatCompletionMessageParam,
   type Chunk,
   type CpuPoolStats,
   type DraftModelInfo,
@@ -95,7 +95,7 @@ async function main(): Promise<void> {
 
   // Chat: a conversation, streamed OpenAI-style, then the follow-up turn (which reuses the
   // cached prefix) without streaming.
-  const messages: ChatMessage[] = [
+  const messages: ChatCompletionMessageParam[] = [
     { role: 'system', content: 'Answer briefly.' },
     { role: 'user', content: 'What is the capital of France?' },
   ];
