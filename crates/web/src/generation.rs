@@ -7,9 +7,9 @@ use std::ops::ControlFlow;
 
 use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
-    calibrate, decode_history, encode_history, generate_text, generation_json, AutoDrafter, Depth,
-    Drafter, GenerateOptions, HistoryError, KvTokens, NgramDrafter, Provenance, SamplingParams,
-    StopStrings, SuffixDrafter,
+    calibrate, decode_history, encode_history, generate_text_constrained, generation_json,
+    AutoDrafter, Constraint, Depth, Drafter, GenerateOptions, HistoryError, KvTokens, NgramDrafter,
+    Provenance, SamplingParams, StopStrings, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -192,11 +192,40 @@ fn sampling(opts: &options::GenerateOptions) -> SamplingParams {
 /// unfinished character and text that could start a stop string give ""; the token is `None`
 /// for a last piece of held-back text, see [`runahead_speculate::Piece`]), and stops the
 /// generation by returning `Break`.
+#[cfg(test)]
 pub async fn run<M: LanguageModel>(
     model: &mut M,
     tokenizer: &Tokenizer,
     prompt: &[u32],
     opts: &options::GenerateOptions,
+    drafters: &mut Drafters,
+    backend: &str,
+    on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
+) -> Result<Value, WebError> {
+    let unconstrained = None::<&mut dyn Constraint>;
+    run_constrained(
+        model,
+        tokenizer,
+        prompt,
+        opts,
+        unconstrained,
+        drafters,
+        backend,
+        on_piece,
+    )
+    .await
+}
+
+/// [`run`] under a constraint (the `grammar` option compiled by the session): every token is
+/// picked under its mask, and the tokens it forces are free drafts when a drafter runs
+/// (provenance `forced`; `from_draft` is true for them as for drafted tokens).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_constrained<M: LanguageModel>(
+    model: &mut M,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    opts: &options::GenerateOptions,
+    constraint: Option<&mut dyn Constraint>,
     drafters: &mut Drafters,
     backend: &str,
     mut on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
@@ -213,16 +242,17 @@ pub async fn run<M: LanguageModel>(
     // Out while the generation runs: one that fails leaves no record to trust.
     let mut kv = std::mem::take(&mut drafters.kv);
     let drafter = drafters.get(&opts.draft)?;
-    let mut result = generate_text(
+    let mut result = generate_text_constrained(
         model,
         drafter,
         &mut kv,
         prompt,
         &generate_opts,
+        constraint,
         tokenizer,
         &stop,
         |piece| {
-            let from_draft = piece.provenance == Provenance::Draft;
+            let from_draft = piece.provenance != Provenance::Target;
             on_piece(piece.text, piece.token, from_draft)
         },
     )
@@ -450,6 +480,71 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(validate(&too_many).unwrap_err().code, Code::InvalidOption);
+    }
+
+    /// Under a grammar, every drafter gives the plain constrained tokens, the forced tokens
+    /// are free drafts, and the text matches the grammar.
+    #[test]
+    fn constrained_speculative_equals_constrained_plain() {
+        let tokenizer = tiny_tokenizer();
+        let vocab = runahead_grammar::Vocabulary::new(&tokenizer).expect("vocabulary");
+        let spec = runahead_grammar::GrammarSpec::Regex("(ab[0-9]{2}, ){3}x".into());
+        let constrained = |draft: &str| {
+            let file = tiny_file();
+            let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+            let mut grammar = runahead_grammar::Grammar::new(&vocab, &spec).expect("grammar");
+            let opts = options::GenerateOptions {
+                max_tokens: 24,
+                draft: draft.into(),
+                depth: DepthOption::Fixed(8),
+                ..Default::default()
+            };
+            let constraint = Some(&mut grammar as &mut dyn Constraint);
+            pollster::block_on(run_constrained(
+                &mut model,
+                &tokenizer,
+                &[5, 77, 120, 3, 260, 5, 77, 120],
+                &opts,
+                constraint,
+                &mut drafters_with_draft_model().0,
+                "cpu",
+                |_, _, _| ControlFlow::Continue(()),
+            ))
+            .expect("constrained generation")
+        };
+        let plain = constrained("none");
+        let text = plain["text"].as_str().expect("text");
+        let rx = "^(ab[0-9]{2}, ){3}x$";
+        assert!(
+            regex_lite_match(text),
+            "{text:?} does not match {rx} ({plain})"
+        );
+        for draft in DRAFTERS {
+            let run = constrained(draft);
+            assert_eq!(run["tokens"], plain["tokens"], "{draft}");
+            let forced = run["provenance"]
+                .as_array()
+                .expect("provenance")
+                .iter()
+                .filter(|p| *p == "forced")
+                .count();
+            if *draft != "none" {
+                assert!(forced > 0, "{draft}: {run}");
+            }
+        }
+    }
+
+    /// `(ab[0-9]{2}, ){3}x`, checked by hand (no regex crate in this one's dependencies).
+    fn regex_lite_match(text: &str) -> bool {
+        let Some(body) = text.strip_suffix('x') else {
+            return false;
+        };
+        let parts: Vec<&str> = body.split(", ").collect();
+        parts.len() == 4
+            && parts[3].is_empty()
+            && parts[..3].iter().all(|p| {
+                p.len() == 4 && p.starts_with("ab") && p[2..].bytes().all(|b| b.is_ascii_digit())
+            })
     }
 
     #[test]

@@ -32,6 +32,7 @@ use runahead_cpu::{CpuEngine, CpuOptions};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel};
 use runahead_model::LanguageModel;
+use runahead_speculate::Constraint;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -169,7 +170,8 @@ impl Engine {
     /// Generates a continuation of `prompt` (a string, or an array of messages `{role,
     /// content}` rendered by the model's chat template with the assistant's turn opened) and
     /// resolves to `{tokens, text, stats}`, the object `runahead generate --json` prints.
-    /// `options`: `{maxTokens, temperature, topK, topP, seed, draft, depth, chat, stop}`.
+    /// `options`: `{maxTokens, temperature, topK, topP, seed, draft, depth, chat, stop,
+    /// grammar}` (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the output must match it).
     /// `onToken(text, tokenId, fromDraft)` is called for every verified token (and once with
     /// `tokenId` undefined for text held back for a stop string until the end); returning
     /// `false` stops the generation like `cancel()` does.
@@ -396,6 +398,12 @@ async fn run_generation(
     let opts: GenerateOptions = options::from_js(options)?;
     generation::validate(&opts)?;
     let prompt = session.prompt_tokens(&options::prompt_from_js(prompt)?, opts.chat)?;
+    // Compiled before the model runs: a bad schema or grammar costs no forward.
+    let mut grammar = opts
+        .grammar
+        .as_ref()
+        .map(|g| session.grammar(g))
+        .transpose()?;
     let mut thrown = None;
     let on_piece = |text: &str, token: Option<u32>, from_draft: bool| {
         if let Some(f) = on_token {
@@ -417,12 +425,22 @@ async fn run_generation(
         }
     };
     let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
+    let constraint = grammar.as_mut().map(|g| g as &mut dyn Constraint);
+    let (prompt, opts) = (&prompt, &opts);
     let out = match &mut loaded.model {
         Model::Gpu { model, .. } => {
-            generation::run(model, tokenizer, &prompt, &opts, drafters, "gpu", on_piece).await?
+            let run = generation::run_constrained;
+            run(
+                model, tokenizer, prompt, opts, constraint, drafters, "gpu", on_piece,
+            )
+            .await?
         }
         Model::Cpu(model) => {
-            generation::run(model, tokenizer, &prompt, &opts, drafters, "cpu", on_piece).await?
+            let run = generation::run_constrained;
+            run(
+                model, tokenizer, prompt, opts, constraint, drafters, "cpu", on_piece,
+            )
+            .await?
         }
     };
     if let Some(cause) = thrown {

@@ -1,6 +1,7 @@
 //! Options objects passed from JavaScript. They cross the boundary as JSON (they are plain
 //! numbers, strings and booleans), so a typo in a field name is reported instead of ignored.
 
+use runahead_grammar::GrammarSpec;
 use runahead_model::ChatMessage;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -51,6 +52,40 @@ pub struct GenerateOptions {
     /// Draft tokens verified per step: `"auto"` (the device's verification cost, measured at
     /// the first speculative generation, weighed against the running acceptance) or a number.
     pub depth: DepthOption,
+    /// Structured output: the text must match this grammar, regex or JSON schema.
+    pub grammar: Option<GrammarOption>,
+}
+
+/// `grammar`: exactly one of a Lark grammar, a regex or a JSON schema (an object, `true`, or
+/// its JSON text), the shapes `runahead generate --grammar / --json-schema` take.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GrammarOption {
+    pub lark: Option<String>,
+    pub regex: Option<String>,
+    #[serde(rename = "jsonSchema", alias = "json_schema")]
+    pub json_schema: Option<serde_json::Value>,
+}
+
+impl GrammarOption {
+    /// The grammar crate's description of it, or why it is not one.
+    pub fn spec(&self) -> Result<GrammarSpec, WebError> {
+        let spec = match (&self.lark, &self.regex, &self.json_schema) {
+            (Some(lark), None, None) => GrammarSpec::Lark(lark.clone()),
+            (None, Some(regex), None) => GrammarSpec::Regex(regex.clone()),
+            (None, None, Some(serde_json::Value::String(text))) => {
+                GrammarSpec::JsonSchema(text.clone())
+            }
+            (None, None, Some(schema)) => GrammarSpec::JsonSchema(schema.to_string()),
+            _ => {
+                return Err(WebError::new(
+                    Code::InvalidOption,
+                    "grammar: expected exactly one of {lark}, {regex} or {jsonSchema}",
+                ))
+            }
+        };
+        Ok(spec)
+    }
 }
 
 /// `depth`: a number, or a name (only `"auto"` is valid; others are refused by validation with
@@ -83,6 +118,7 @@ impl Default for GenerateOptions {
             chat: false,
             stop: Vec::new(),
             depth: DepthOption::Named("auto".into()),
+            grammar: None,
         }
     }
 }
@@ -194,6 +230,39 @@ mod tests {
         assert_eq!(fixed.depth, DepthOption::Fixed(4));
         let l: LoadOptions = from_json(r#"{"context": 512}"#).expect("valid options");
         assert_eq!(l.context, Some(512));
+    }
+
+    #[test]
+    fn grammars_take_one_of_three_shapes() {
+        let spec = |json: &str| {
+            from_json::<GenerateOptions>(json)
+                .and_then(|o| o.grammar.unwrap_or_default().spec())
+                .map_err(|e| e.code)
+        };
+        assert_eq!(
+            spec(r#"{"grammar": {"regex": "[0-9]+"}}"#),
+            Ok(GrammarSpec::Regex("[0-9]+".into()))
+        );
+        assert_eq!(
+            spec(r#"{"grammar": {"lark": "start: \"a\""}}"#),
+            Ok(GrammarSpec::Lark("start: \"a\"".into()))
+        );
+        assert_eq!(
+            spec(r#"{"grammar": {"json_schema": {"type": "object"}}}"#),
+            Ok(GrammarSpec::JsonSchema(r#"{"type":"object"}"#.into()))
+        );
+        assert_eq!(
+            spec(r#"{"grammar": {"jsonSchema": "{}"}}"#),
+            Ok(GrammarSpec::JsonSchema("{}".into()))
+        );
+        for bad in [
+            r#"{"grammar": {}}"#,
+            r#"{"grammar": {"regex": "a", "lark": "b"}}"#,
+            r#"{"grammar": {"gbnf": "x"}}"#,
+            r#"{"grammar": "x"}"#,
+        ] {
+            assert_eq!(spec(bad), Err(Code::InvalidOption), "{bad}");
+        }
     }
 
     #[test]

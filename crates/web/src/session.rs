@@ -2,16 +2,18 @@
 //! the chat template and a description for `info()`. Read once from the GGUF metadata, the same
 //! way the CLI does (crates/cli/src/commands.rs), so the file's bytes can be dropped after load.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use runahead_gguf::GgufFile;
+use runahead_grammar::{Grammar, GrammarError, Vocabulary};
 use runahead_model::{
     check_conversation, ChatMessage, ChatTemplate, ModelConfig, ModelError, Tokenizer,
 };
 use serde::Serialize;
 
 use crate::error::{Code, WebError};
-use crate::options::Prompt;
+use crate::options::{GrammarOption, Prompt};
 
 /// `engine.info()`.
 #[derive(Clone, Debug, Serialize)]
@@ -64,6 +66,9 @@ pub struct Session {
     /// `None` when the model has no `tokenizer.chat_template`.
     template: Option<ChatTemplate>,
     pub info: ModelInfo,
+    /// The vocabulary's token trie for structured output, built by the first generation that
+    /// asks for a grammar (a Qwen-sized vocabulary takes a moment) and kept for the next.
+    vocabulary: RefCell<Option<Vocabulary>>,
 }
 
 /// Tensor count per GGML type (`Q4_1: 120, F32: 61`).
@@ -138,6 +143,7 @@ impl Session {
             tokenizer,
             template,
             info,
+            vocabulary: RefCell::new(None),
         })
     }
 
@@ -174,6 +180,23 @@ impl Session {
             ));
         }
         Ok(ids)
+    }
+
+    /// `grammar` compiled over this model's vocabulary: a bad schema or grammar is the error
+    /// `grammar`, before any token is generated.
+    pub fn grammar(&self, grammar: &GrammarOption) -> Result<Grammar, WebError> {
+        let spec = grammar.spec()?;
+        let failed = |e: GrammarError| WebError::new(Code::Grammar, format!("grammar: {e}"));
+        let vocabulary = {
+            let mut cached = self.vocabulary.borrow_mut();
+            match cached.as_ref() {
+                Some(v) => v.clone(),
+                None => cached
+                    .insert(Vocabulary::new(&self.tokenizer).map_err(failed)?)
+                    .clone(),
+            }
+        };
+        Grammar::new(&vocabulary, &spec).map_err(failed)
     }
 
     fn template(&self) -> Result<&ChatTemplate, WebError> {
