@@ -1,6 +1,12 @@
 //! Attention of each block token over the cache and its visible block entries, in the
 //! reference's order (slots ascending; scores, softmax, then values accumulated slot by slot),
 //! reading the f16 cache. Threads split the (token, head) pairs.
+//!
+//! A sliding-window layer's query at position `p` sees only keys at positions `> p - window`
+//! (a cached slot's position is its index, a block entry's its batch position): the cache's
+//! visible slots are a suffix of it, and the block's visible entries are filtered the same
+//! way. Each query's scores are those of its visible slots alone, whatever the block around
+//! it, so a token's result is the same in any block.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -23,6 +29,11 @@ pub struct Attention<'a> {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
+    pub positions: &'a [usize], // [n]: each block token's position
+    /// A query at `p` sees keys at positions `> p - window` only.
+    pub window: Option<usize>,
+    /// Multiplies `q·k` before the softmax.
+    pub scale: f32,
 }
 
 /// A unit of work: (token, head) pairs of one KV head, each with its output (`[head_dim]`).
@@ -114,7 +125,7 @@ impl Attention<'_> {
         let (hd, kernels, base) = (self.head_dim, self.kernels, self.base);
         let h = kvh * (self.n_heads / self.n_kv_heads);
         let (k_rows, v_rows) = (self.rows(self.k, h), self.rows(self.v, h));
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = self.scale;
         let Scratch {
             k,
             v,
@@ -122,6 +133,7 @@ impl Attention<'_> {
             block_slots,
             pair_scores,
             rel,
+            first,
             ..
         } = s;
         // Grown, never shrunk: units of different sizes (a KV head whole, then half of one)
@@ -130,34 +142,45 @@ impl Attention<'_> {
             block_slots.resize_with(pairs.len(), Vec::new);
             pair_scores.resize_with(pairs.len(), Vec::new);
         }
+        first.clear();
         for (p, (pair, _)) in pairs.iter().enumerate() {
+            let i = pair / self.n_heads;
             block_slots[p].clear();
-            block_slots[p].extend(self.visible_block(pair / self.n_heads));
+            block_slots[p].extend(self.visible_block(i));
             pair_scores[p].clear();
+            first.push(self.first_cached(i));
         }
-        // Pair `p`'s visible slots in chunk `c`, relative to its start (the cache's are all
-        // visible: a chunk inside it is the identity), and how many come before the chunk.
+        let first = &*first;
+        // Every pair sees the cache's slots from `all_see` on; none sees those before `seen`.
+        let all_see = first.iter().copied().max().unwrap_or(0);
+        let seen = first.iter().copied().min().unwrap_or(0);
+        // Pair `p`'s visible slots in chunk `c`, relative to its start (the cache's from
+        // `first[p]` on: a chunk of them is the identity), and how many come before the chunk.
         let in_chunk = |p: usize, c: &Range<usize>, rel: &mut Vec<usize>| -> usize {
             let block = &block_slots[p]; // relative to `base`
-            let (first, end) = (c.start.saturating_sub(base), c.end.saturating_sub(base));
+            let (from_j, end) = (c.start.saturating_sub(base), c.end.saturating_sub(base));
             let (from, to) = (
-                block.partition_point(|&j| j < first),
+                block.partition_point(|&j| j < from_j),
                 block.partition_point(|&j| j < end),
             );
             rel.clear();
-            rel.extend((c.start..c.end.min(base)).map(|slot| slot - c.start));
+            rel.extend((c.start.max(first[p])..c.end.min(base)).map(|slot| slot - c.start));
             rel.extend(block[from..to].iter().map(|&j| base + j - c.start));
-            c.start.min(base) + from
+            c.start.min(base).saturating_sub(first[p]) + from
         };
-        let chunks = (0..base + self.n)
+        // The chunks from the one holding the first slot any pair sees (the same chunks as
+        // from slot 0: their bounds do not move).
+        let chunks = (seen - seen % CHUNK_SLOTS..base + self.n)
             .step_by(CHUNK_SLOTS)
             .map(|c0| c0..(base + self.n).min(c0 + CHUNK_SLOTS));
-        // A chunk of the cache (every slot visible to every pair) that a few pairs read
-        // straight from the f16 rows, each key and value converted once in registers for the
-        // pairs of a pass; more pairs share a widened copy.
+        // A chunk of the cache every pair sees whole.
+        let whole = |c: &Range<usize>| c.end <= base && c.start >= all_see;
+        // A chunk seen whole that a few pairs read straight from the f16 rows, each key and
+        // value converted once in registers for the pairs of a pass; more pairs share a
+        // widened copy.
         let n_pairs = pairs.len();
         let direct = |c: &Range<usize>| {
-            c.end <= base
+            whole(c)
                 && n_pairs <= MOST_DIRECT_PASSES * PAIRS_A_PASS
                 && kernels.reads_kv_direct(n_pairs.min(PAIRS_A_PASS), hd, c.len())
         };
@@ -169,10 +192,10 @@ impl Attention<'_> {
                 });
                 continue;
             }
-            // Every slot of a chunk of the cache is visible: its keys in the kernels' own
-            // layout, all scored, a few pairs a pass. A chunk with block entries is read
-            // through each pair's visible slots.
-            if c.end <= base {
+            // Every slot of the chunk is visible to every pair: its keys in the kernels' own
+            // layout, all scored, a few pairs a pass. A chunk with block entries, or with
+            // slots out of a pair's window, is read through each pair's visible slots.
+            if whole(&c) {
                 kernels.widen_keys(k_rows.from_slot(c.start), c.len(), k);
                 self.score_passes(&pairs, pair_scores, |qs, out| {
                     kernels.scores_keys_many(qs, k, c.len(), scale, out, scores)
@@ -193,14 +216,14 @@ impl Attention<'_> {
         for c in chunks {
             if direct(&c) {
                 let rows = v_rows.from_slot(c.start);
-                sum_passes(&mut pairs, pair_scores, &c, |weights, outs| {
+                sum_passes(&mut pairs, pair_scores, first, &c, |weights, outs| {
                     kernels.weighted_sums_f16(rows, weights, outs)
                 });
                 continue;
             }
             kernels.widen(v_rows.from_slot(c.start), c.len(), v);
-            if c.end <= base {
-                sum_passes(&mut pairs, pair_scores, &c, |weights, outs| {
+            if whole(&c) {
+                sum_passes(&mut pairs, pair_scores, first, &c, |weights, outs| {
                     kernels.weighted_sums_f32_dense(v, weights, outs)
                 });
                 continue;
@@ -232,9 +255,22 @@ impl Attention<'_> {
         }
     }
 
-    /// The block entries block token `i` sees (`j`: slot `base + j`), ascending.
+    /// The block entries block token `i` sees (`j`: slot `base + j`), ascending: those its
+    /// mask lets it see, within its window.
     fn visible_block(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        (0..self.n).filter(move |&j| self.visible[i * self.n + j])
+        let pos = self.positions[i];
+        (0..self.n).filter(move |&j| {
+            self.visible[i * self.n + j] && self.window.is_none_or(|w| pos < self.positions[j] + w)
+        })
+    }
+
+    /// The first cached slot block token `i` sees: 0, or the first within its window (a
+    /// cached slot's position is its index).
+    fn first_cached(&self, i: usize) -> usize {
+        let pos = self.positions[i];
+        self.window
+            .map_or(0, |w| (pos + 1).saturating_sub(w))
+            .min(self.base)
     }
 
     /// Head `h` of block token `i`: its visible slots into `s.slots` and their softmaxed
@@ -247,32 +283,35 @@ impl Attention<'_> {
         scores: impl Fn(&[f32], &[usize], f32, &mut Vec<f32>),
     ) {
         let hd = self.head_dim;
-        let scale = 1.0 / (hd as f32).sqrt();
         let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
         s.slots.clear();
-        s.slots.extend(0..self.base);
+        s.slots.extend(self.first_cached(i)..self.base);
         s.slots.extend(self.visible_block(i).map(|j| self.base + j));
-        scores(qh, &s.slots, scale, &mut s.scores);
+        scores(qh, &s.slots, self.scale, &mut s.scores);
         self.kernels.softmax(&mut s.scores);
     }
 }
 
 /// `sums(weights, outputs)` for `pairs`, [`PAIRS_A_PASS`] at a time: each pair's softmaxed
-/// scores over chunk `c` (`pair_scores`) and its output.
+/// scores over chunk `c` of the cache, which it sees whole (`pair_scores`, from its first
+/// visible slot `first` on), and its output.
 fn sum_passes(
     pairs: &mut Pairs,
     pair_scores: &[Vec<f32>],
+    first: &[usize],
     c: &Range<usize>,
     mut sums: impl FnMut(&[&[f32]], &mut [&mut [f32]]),
 ) {
     for (at, group) in pairs.chunks_mut(PAIRS_A_PASS).enumerate() {
         let n = group.len();
         let mut weights: [&[f32]; PAIRS_A_PASS] = Default::default();
-        for (w, scores) in weights
+        let firsts = &first[at * PAIRS_A_PASS..][..n];
+        for ((w, scores), &f) in weights
             .iter_mut()
             .zip(&pair_scores[at * PAIRS_A_PASS..][..n])
+            .zip(firsts)
         {
-            *w = &scores[c.clone()];
+            *w = &scores[c.start - f..c.end - f];
         }
         let mut outs: [&mut [f32]; PAIRS_A_PASS] = Default::default();
         for (out, (_, o)) in outs.iter_mut().zip(group.iter_mut()) {
@@ -321,6 +360,8 @@ struct Scratch {
     block_slots: Vec<Vec<usize>>,
     pair_scores: Vec<Vec<f32>>,
     rel: Vec<usize>,
+    /// Each pair's first visible cached slot (past the slots out of its window).
+    first: Vec<usize>,
 }
 
 /// Passes over a chunk of the f16 cache a unit of pairs makes before it widens the chunk once

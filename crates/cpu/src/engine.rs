@@ -254,6 +254,9 @@ impl CpuEngine {
                 n_heads: c.n_heads,
                 n_kv_heads: c.n_kv_heads,
                 head_dim: c.head_dim,
+                positions: &batch.positions,
+                window: plan.layers[l].attention.window,
+                scale: plan.layers[l].attention.scale,
             }
             .run(team, &b.attention);
             // What the last layer computes after attention serves only the logits: rows whose

@@ -117,8 +117,10 @@ pub const STEPS: &[Step] = &[
     Step::FusedQkv,
     Step::FusedGateUp,
     Step::EmbeddingScale,
+    Step::SlidingWindow,
     Step::LayerRope,
     Step::RopeFactors,
+    Step::AttentionScale,
     Step::LogitSoftcap,
 ];
 

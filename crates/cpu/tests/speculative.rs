@@ -93,13 +93,15 @@ fn every_drafter_equals_plain_greedy() {
         ..CpuOptions::default()
     };
     // llama, qwen2, and the plans with more steps: rope_freqs, qwen3's norms and head dim,
-    // phi3's fused projections and LongRoPE.
+    // phi3's fused projections and LongRoPE, gemma3's sliding window (8: the prompts and their
+    // continuations run past it) and the rest of its plan.
     for spec in [
         TinyModel::llama(),
         TinyModel::qwen2(),
         TinyModel::llama3(),
         TinyModel::qwen3(),
         TinyModel::phi3(),
+        TinyModel::gemma3(),
     ] {
         let file = Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap());
         let other = Arc::new(
