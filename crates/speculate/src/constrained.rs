@@ -1,6 +1,6 @@
-//! The generation loop's side of a [`Constraint`]: picking under the mask, checking drafts
-//! against the constraint before the verification forward, and verifying with the mask
-//! applied at every row the walk visits.
+//! The generation loop's side of a [`Constraint`] and of [`LogitOptions`]: picking under the
+//! mask (and the penalties and bias), checking drafts against the constraint before the
+//! verification forward, and verifying with both applied at every row the walk visits.
 //!
 //! The mask is applied to the target's distribution `p` before temperature, top-k and top-p;
 //! a drafted token the constraint forbids has `p = 0` there, so verification would reject it
@@ -14,61 +14,106 @@ use runahead_model::{Batch, LanguageModel};
 use crate::constraint::{Constraint, ConstraintError, TokenSet};
 use crate::draft::Draft;
 use crate::error::GenerateError;
+use crate::logits::{LogitOptions, LogitProcessor, TokenLogprob};
 use crate::sampling::{Distribution, Sampler, SamplingError};
 use crate::verify::{verification_batch, walk_sampling, Rejection, Verdict};
 
-/// A constraint and the mask buffer the loop reuses.
+/// What the loop does to the target's logits at every position it picks or verifies: a
+/// constraint's mask, the penalties and bias of [`LogitOptions`], and the log-probabilities of
+/// the picked tokens.
 pub(crate) struct Guide<'c> {
-    constraint: &'c mut dyn Constraint,
+    constraint: Option<&'c mut dyn Constraint>,
     mask: TokenSet,
+    logits: LogitProcessor,
+    /// The processed rows of the positions visited since the last pick, when reporting
+    /// log-probabilities (their tokens are known once the walk ends).
+    visited: Vec<Vec<f32>>,
+    /// One per picked token, in order.
+    pub(crate) logprobs: Vec<TokenLogprob>,
 }
 
 impl<'c> Guide<'c> {
-    pub(crate) fn new(constraint: &'c mut dyn Constraint) -> Self {
+    pub(crate) fn new(constraint: Option<&'c mut dyn Constraint>, logits: LogitOptions) -> Self {
         Guide {
             constraint,
             mask: TokenSet::default(),
+            logits: LogitProcessor::new(logits),
+            visited: Vec::new(),
+            logprobs: Vec::new(),
         }
     }
 
-    pub(crate) fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
-        self.constraint.commit(token)
+    pub(crate) fn has_constraint(&self) -> bool {
+        self.constraint.is_some()
     }
 
-    /// The tokens the constraint forces next, at most `room`.
+    /// Advances past a generated token: the constraint's state and the penalties' counts.
+    pub(crate) fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
+        self.logits.commit(token);
+        match self.constraint.as_deref_mut() {
+            Some(c) => c.commit(token),
+            None => Ok(()),
+        }
+    }
+
+    /// The tokens the constraint forces next, at most `room` (none without a constraint).
     pub(crate) fn forced(&mut self, room: usize) -> Vec<u32> {
-        let mut forced = self.constraint.forced_tokens();
+        let Some(c) = self.constraint.as_deref_mut() else {
+            return Vec::new();
+        };
+        let mut forced = c.forced_tokens();
         forced.truncate(room);
         forced
     }
 
-    /// The distribution `sampler`'s parameters give `logits` under the current mask.
+    /// The distribution `sampler`'s parameters give `logits` after the bias, the penalties
+    /// and the mask.
     fn distribution(
         &mut self,
         logits: &[f32],
         sampler: &Sampler,
     ) -> Result<Distribution, GenerateError> {
-        if self.mask.len() != logits.len() {
-            self.mask = TokenSet::new(logits.len());
+        let mut processed = logits.to_vec();
+        self.logits.apply(&mut processed);
+        if let Some(c) = self.constraint.as_deref_mut() {
+            if self.mask.len() != logits.len() {
+                self.mask = TokenSet::new(logits.len());
+            }
+            c.mask(&mut self.mask)?;
+            self.mask.apply(&mut processed);
         }
-        self.constraint.mask(&mut self.mask)?;
-        let mut masked = logits.to_vec();
-        self.mask.apply(&mut masked);
-        Ok(sampler.distribution(&masked)?)
+        let dist = sampler.distribution(&processed)?;
+        if self.logits.reports_logprobs() {
+            self.visited.push(processed);
+        }
+        Ok(dist)
     }
 
-    /// Picks the next token from `logits` under the mask (greedy: the best allowed token).
+    /// Records the log-probabilities of the visited positions' picked `tokens`, in order.
+    fn record(&mut self, tokens: impl Iterator<Item = u32>, temperature: f32) {
+        let visited = std::mem::take(&mut self.visited);
+        for (row, token) in visited.iter().zip(tokens) {
+            let lp = self.logits.logprob(row, temperature, token);
+            self.logprobs.push(lp);
+        }
+    }
+
+    /// Picks the next token from `logits` (greedy: the best allowed token).
     pub(crate) fn pick(
         &mut self,
         logits: &[f32],
         sampler: &mut Sampler,
     ) -> Result<u32, GenerateError> {
+        self.visited.clear();
         let dist = self.distribution(logits, sampler)?;
-        if sampler.params.is_greedy() {
-            return Ok(dist.support[0]);
-        }
-        let u = sampler.uniform();
-        Ok(dist.pick(u))
+        let token = if sampler.params.is_greedy() {
+            dist.support[0]
+        } else {
+            let u = sampler.uniform();
+            dist.pick(u)
+        };
+        self.record(std::iter::once(token), sampler.params.temperature);
+        Ok(token)
     }
 
     /// Drops the draft nodes the constraint forbids after the root `next` is committed, with
@@ -79,6 +124,9 @@ impl<'c> Guide<'c> {
         draft: &mut Draft,
         sampling: bool,
     ) -> Result<(), ConstraintError> {
+        let Some(constraint) = self.constraint.as_deref_mut() else {
+            return Ok(());
+        };
         if draft.is_empty() {
             return Ok(());
         }
@@ -99,7 +147,7 @@ impl<'c> Guide<'c> {
                 node = draft.parents[p];
             }
             path.reverse();
-            allowed[i] = self.constraint.allowed_prefix(&path)? == path.len();
+            allowed[i] = constraint.allowed_prefix(&path)? == path.len();
             if !allowed[i] {
                 keep[i] = sampling && draft.q[i].is_some();
             }
@@ -110,9 +158,10 @@ impl<'c> Guide<'c> {
         Ok(())
     }
 
-    /// Verification under the constraint: the target scores `[next, draft...]` in one forward
-    /// and the walk picks from the masked distribution at each row it visits, committing each
-    /// accepted draft token to the constraint as it goes (the root `next` is committed).
+    /// Verification under the constraint and the logit options: the target scores `[next,
+    /// draft...]` in one forward and the walk picks from the processed distribution at each row
+    /// it visits, committing each accepted draft token as it goes (the root `next` is
+    /// committed), so a row's penalties count the path that leads to it.
     pub(crate) async fn verify<M: LanguageModel>(
         &mut self,
         model: &mut M,
@@ -125,10 +174,11 @@ impl<'c> Guide<'c> {
         let logits = model.forward(&batch).await?;
         let mut failed: Option<GenerateError> = None;
         let params_sampler = Sampler::new(sampler.params.clone())?;
+        self.visited.clear();
         let mut row = |r: usize| -> Result<Distribution, SamplingError> {
             let mut step = || -> Result<Distribution, GenerateError> {
                 if r > 0 {
-                    self.constraint.commit(draft.tokens[r - 1])?;
+                    self.commit(draft.tokens[r - 1])?;
                 }
                 self.distribution(logits.row(r), &params_sampler)
             };
@@ -142,11 +192,15 @@ impl<'c> Guide<'c> {
             })
         };
         let verdict = walk_sampling(draft, &mut row, &mut || sampler.uniform(), rejection);
-        match (verdict, failed) {
-            (_, Some(e)) => Err(e),
-            (Ok(v), None) => Ok(v),
-            (Err(e), None) => Err(e.into()),
-        }
+        let verdict = match (verdict, failed) {
+            (_, Some(e)) => return Err(e),
+            (Ok(v), None) => v,
+            (Err(e), None) => return Err(e.into()),
+        };
+        let picked = verdict.path.iter().map(|&n| draft.tokens[n]);
+        let picked = picked.chain(std::iter::once(verdict.next));
+        self.record(picked, sampler.params.temperature);
+        Ok(verdict)
     }
 }
 

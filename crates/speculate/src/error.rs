@@ -4,6 +4,7 @@
 use runahead_model::ModelError;
 
 use crate::constraint::ConstraintError;
+use crate::logits::LogitError;
 use crate::sampling::SamplingError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +15,8 @@ pub enum GenerateError {
     Sampling(#[from] SamplingError),
     #[error(transparent)]
     Constraint(#[from] ConstraintError),
+    #[error(transparent)]
+    Logits(#[from] LogitError),
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error("the prompt has {prompt} tokens but the context holds {context}: shorten it or raise the context size")]

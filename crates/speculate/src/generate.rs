@@ -12,6 +12,7 @@ use crate::draft::Draft;
 use crate::drafter::Drafter;
 use crate::error::GenerateError;
 use crate::limits::{MAX_DRAFT, PREFILL_CHUNK};
+use crate::logits::{LogitOptions, TokenLogprob};
 use crate::sampling::{Sampler, SamplingParams, Scores};
 use crate::verify::{verify, Rejection};
 
@@ -62,6 +63,8 @@ pub struct GenerateOptions {
     pub sampling: SamplingParams,
     /// How many draft nodes each step verifies (ignored without a drafter).
     pub depth: Depth,
+    /// Penalties, logit bias and log-probabilities ([`LogitOptions`]; the default does none).
+    pub logits: LogitOptions,
     /// Always [`Rejection::Residual`]; the statistical tests swap in a broken rule to show
     /// that they would catch one.
     #[doc(hidden)]
@@ -74,6 +77,7 @@ impl Default for GenerateOptions {
             max_tokens: 128,
             sampling: SamplingParams::default(),
             depth: Depth::default(),
+            logits: LogitOptions::default(),
             rejection: Rejection::Residual,
         }
     }
@@ -189,6 +193,10 @@ pub struct Generation {
     /// cost model refined by this generation's forwards (and timed behind a long context if it
     /// reached one) and its drafters' calibration.
     pub depth: Depth,
+    /// One per token when [`LogitOptions::logprobs`] asked for them (else empty): the
+    /// log-softmax of the row the token was picked from, after the bias, the penalties and a
+    /// constraint's mask, at the sampling temperature (1 when greedy), before top-k and top-p.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 /// Generates up to `opts.max_tokens` tokens after `prompt` (the model's cache is reset).
@@ -309,7 +317,12 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     is_end: impl Fn(u32) -> bool,
     mut on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
-    let mut guide = constraint.map(Guide::new);
+    opts.logits.validate(model.config().vocab_size)?;
+    // The loop processes whole logit rows when a constraint or the logit options need them.
+    let mut guide = match constraint {
+        None if !opts.logits.is_active() => None,
+        c => Some(Guide::new(c, opts.logits.clone())),
+    };
     let mut sampler = Sampler::new(opts.sampling.clone())?;
     let context = check_prompt(prompt, model.capacity())?;
     let mut stats = Stats {
@@ -323,6 +336,7 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
         stats: Stats::default(),
         text: None,
         depth: Depth::default(),
+        logprobs: Vec::new(),
     };
     if opts.max_tokens == 0 {
         out.stats = stats;
@@ -381,7 +395,7 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
         depth.at_context(base);
         // With a drafter, what the constraint forces is the step's draft (nothing to ask for).
         let forced = match guide.as_mut() {
-            Some(g) if drafter.is_some() => g.forced(room),
+            Some(g) if drafter.is_some() && g.has_constraint() => g.forced(room),
             _ => Vec::new(),
         };
         let mut step = match drafter.as_deref_mut() {
@@ -445,6 +459,11 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     *cached = keep_emitted(model, history);
     stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
     stats.generated_tokens = out.tokens.len();
+    if let Some(g) = guide {
+        // Picked but not emitted (a cancel or the end mid-step) is dropped.
+        out.logprobs = g.logprobs;
+        out.logprobs.truncate(out.tokens.len());
+    }
     out.stats = stats;
     out.depth = depth.into_depth();
     Ok(out)

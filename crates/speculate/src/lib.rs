@@ -15,6 +15,7 @@ mod error;
 mod generate;
 mod history;
 mod limits;
+mod logits;
 mod model_drafter;
 mod report;
 mod sampling;
@@ -38,6 +39,7 @@ pub use history::{
     decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,
 };
 pub use limits::{MAX_DRAFT, PREFILL_CHUNK};
+pub use logits::{LogitError, LogitOptions, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use model_drafter::ModelDrafter;
 pub use report::generation_json;
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::{Generation, Provenance};
 
-/// `{tokens, text, stats, provenance}`. `text` decodes the tokens without end tokens (or is
+/// `{tokens, text, stats, provenance}`, and `logprobs` when the generation reported them. `text` decodes the tokens without end tokens (or is
 /// the text before a stop string); `stats`
 /// carries the counters, timings, rates and per-drafter figures of the run, with `backend` and
 /// `draft` as the caller names them.
@@ -49,7 +49,7 @@ pub fn generation_json(
             Provenance::Forced => "forced",
         })
         .collect();
-    json!({
+    let mut out = json!({
         "tokens": generation.tokens,
         "text": generation.text.clone().unwrap_or_else(|| tokenizer.decode(&text_tokens)),
         "stats": {
@@ -72,5 +72,33 @@ pub fn generation_json(
             "drafters": drafters,
         },
         "provenance": provenance,
-    })
+    });
+    if !generation.logprobs.is_empty() {
+        out["logprobs"] = logprobs_json(generation, tokenizer);
+    }
+    out
+}
+
+/// `[{token, text, bytes, logprob, top_logprobs: [{token, text, bytes, logprob}]}]`, one per
+/// token (`token` the id, `text` its text, `bytes` its UTF-8 bytes).
+fn logprobs_json(generation: &Generation, tokenizer: &Tokenizer) -> Value {
+    let entry = |token: u32, logprob: f32| {
+        let bytes = tokenizer.token_bytes(token);
+        json!({
+            "token": token,
+            "text": String::from_utf8_lossy(bytes),
+            "bytes": bytes,
+            "logprob": logprob,
+        })
+    };
+    generation
+        .logprobs
+        .iter()
+        .map(|lp| {
+            let mut e = entry(lp.token, lp.logprob);
+            let top: Vec<Value> = lp.top.iter().map(|&(t, l)| entry(t, l)).collect();
+            e["top_logprobs"] = Value::from(top);
+            e
+        })
+        .collect()
 }

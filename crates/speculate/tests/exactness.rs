@@ -225,6 +225,7 @@ fn sample_many(
             sampling: SamplingParams { seed, ..p.clone() },
             depth: Depth::Fixed(5),
             rejection,
+            logits: Default::default(),
         };
         let g = block_on(generate_with(
             &mut target,
@@ -384,6 +385,7 @@ fn check_constrained(name: &str, drafter: &mut dyn Drafter, p: SamplingParams) {
             sampling: SamplingParams { seed, ..p.clone() },
             depth: Depth::Fixed(5),
             rejection: Rejection::Residual,
+            logits: Default::default(),
         };
         let mut grammar = SmallGrammar::default();
         let g = block_on(generate_constrained(

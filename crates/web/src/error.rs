@@ -138,6 +138,7 @@ impl From<ModelError> for WebError {
             ModelError::IncompatibleDraft(_) => Code::DraftMismatch,
             ModelError::Tokenizer(_) => Code::Tokenizer,
             ModelError::InvalidMessages(_) => Code::InvalidMessages,
+            ModelError::InvalidTools(_) => Code::InvalidOption,
             ModelError::ChatTemplate(_)
             | ModelError::ChatTemplateFuel { .. }
             | ModelError::ChatTemplateOutput { .. } => Code::ChatTemplate,
@@ -181,6 +182,7 @@ impl From<GenerateError> for WebError {
                 WebError::new(Code::PromptTooLong, e.to_string())
             }
             GenerateError::Constraint(_) => WebError::new(Code::Grammar, e.to_string()),
+            GenerateError::Logits(_) => WebError::new(Code::InvalidOption, e.to_string()),
         }
     }
 }

@@ -161,6 +161,7 @@ fn check_drafter(name: &str) -> Result<(), WebError> {
 /// Checks what can be checked before the model is touched.
 pub fn validate(opts: &options::GenerateOptions) -> Result<(), WebError> {
     sampling(opts).validate()?;
+    opts.logit_options()?;
     check_drafter(&opts.draft)?;
     stop_strings(opts)?;
     match &opts.depth {
@@ -237,6 +238,7 @@ pub async fn run_constrained<M: LanguageModel>(
         max_tokens: opts.max_tokens,
         sampling: sampling(opts),
         depth: drafters.depth(opts, model).await?,
+        logits: opts.logit_options()?,
         ..GenerateOptions::default()
     };
     // Out while the generation runs: one that fails leaves no record to trust.
@@ -532,6 +534,59 @@ mod tests {
                 assert!(forced > 0, "{draft}: {run}");
             }
         }
+    }
+
+    /// Penalties and a bias give every drafter the plain tokens; logprobs come one per token
+    /// with their bytes and alternatives.
+    #[test]
+    fn penalties_and_logprobs_for_every_drafter() {
+        let opts = |draft: &str| options::GenerateOptions {
+            max_tokens: 24,
+            draft: draft.into(),
+            depth: DepthOption::Fixed(6),
+            logprobs: true,
+            top_logprobs: 2,
+            frequency_penalty: 1.0,
+            presence_penalty: 0.5,
+            logit_bias: [("36".to_string(), 1.5)].into(),
+            ..Default::default()
+        };
+        let file = tiny_file();
+        let tokenizer = tiny_tokenizer();
+        let generate = |draft: &str| {
+            let mut model = CpuModel::load(&file, Some(64)).expect("tiny model");
+            pollster::block_on(run(
+                &mut model,
+                &tokenizer,
+                &[5, 77, 120, 3, 260, 5, 77, 120],
+                &opts(draft),
+                &mut drafters_with_draft_model().0,
+                "cpu",
+                |_, _, _| ControlFlow::Continue(()),
+            ))
+            .expect("generates")
+        };
+        let plain = generate("none");
+        assert_ne!(plain["tokens"], generate_default_tokens());
+        let logprobs = plain["logprobs"].as_array().expect("logprobs");
+        assert_eq!(logprobs.len(), tokens(&plain).len());
+        for (lp, t) in logprobs.iter().zip(tokens(&plain)) {
+            assert_eq!(lp["token"], t);
+            assert_eq!(lp["top_logprobs"].as_array().map(Vec::len), Some(2));
+            assert_eq!(lp["bytes"], serde_json::json!(tokenizer.token_bytes(t)));
+        }
+        for draft in DRAFTERS {
+            let run = generate(draft);
+            assert_eq!(run["tokens"], plain["tokens"], "{draft}");
+            assert_eq!(
+                run["logprobs"].as_array().map(Vec::len),
+                Some(logprobs.len())
+            );
+        }
+    }
+
+    fn generate_default_tokens() -> Value {
+        generate("none", None).expect("plain").out["tokens"].clone()
     }
 
     /// `(ab[0-9]{2}, ){3}x`, checked by hand (no regex crate in this one's dependencies).

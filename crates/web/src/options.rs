@@ -1,8 +1,11 @@
 //! Options objects passed from JavaScript. They cross the boundary as JSON (they are plain
 //! numbers, strings and booleans), so a typo in a field name is reported instead of ignored.
 
+use std::collections::BTreeMap;
+
 use runahead_grammar::GrammarSpec;
 use runahead_model::ChatMessage;
+use runahead_speculate::LogitOptions;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
@@ -54,6 +57,44 @@ pub struct GenerateOptions {
     pub depth: DepthOption,
     /// Structured output: the text must match this grammar, regex or JSON schema.
     pub grammar: Option<GrammarOption>,
+    /// Report each token's log-probability (`result.logprobs`).
+    pub logprobs: bool,
+    /// With `logprobs`: the most likely alternatives listed per token (0 to 20).
+    pub top_logprobs: usize,
+    /// OpenAI's penalties over the generated tokens (-2 to 2).
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+    /// Token id (as a string key, as JSON objects have them) -> bias added to its logit
+    /// (-100 to 100).
+    pub logit_bias: BTreeMap<String, f32>,
+}
+
+impl GenerateOptions {
+    /// The decoding crate's logit options (their ranges are checked by the generation).
+    pub fn logit_options(&self) -> Result<LogitOptions, WebError> {
+        if self.top_logprobs > 0 && !self.logprobs {
+            return Err(WebError::new(
+                Code::InvalidOption,
+                "top_logprobs: needs logprobs: true",
+            ));
+        }
+        let mut logit_bias = Vec::with_capacity(self.logit_bias.len());
+        for (key, &bias) in &self.logit_bias {
+            let token = key.parse::<u32>().map_err(|_| {
+                WebError::new(
+                    Code::InvalidOption,
+                    format!("logit_bias: keys are token ids, got {key:?}"),
+                )
+            })?;
+            logit_bias.push((token, bias));
+        }
+        Ok(LogitOptions {
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            logit_bias,
+            logprobs: self.logprobs.then_some(self.top_logprobs),
+        })
+    }
 }
 
 /// `grammar`: exactly one of a Lark grammar, a regex or a JSON schema (an object, `true`, or
@@ -119,6 +160,11 @@ impl Default for GenerateOptions {
             stop: Vec::new(),
             depth: DepthOption::Named("auto".into()),
             grammar: None,
+            logprobs: false,
+            top_logprobs: 0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            logit_bias: BTreeMap::new(),
         }
     }
 }
@@ -263,6 +309,34 @@ mod tests {
         ] {
             assert_eq!(spec(bad), Err(Code::InvalidOption), "{bad}");
         }
+    }
+
+    #[test]
+    fn logit_options_read_openais_fields() {
+        let o: GenerateOptions = from_json(
+            r#"{"logprobs": true, "topLogprobs": 3, "frequencyPenalty": 0.5,
+                "presencePenalty": -1, "logitBias": {"12": -100, "7": 2.5}}"#,
+        )
+        .expect("valid options");
+        assert_eq!(
+            o.logit_options().expect("valid"),
+            LogitOptions {
+                frequency_penalty: 0.5,
+                presence_penalty: -1.0,
+                logit_bias: vec![(12, -100.0), (7, 2.5)],
+                logprobs: Some(3),
+            }
+        );
+        let bad_key: GenerateOptions = from_json(r#"{"logitBias": {"a": 1}}"#).expect("parses");
+        assert_eq!(
+            bad_key.logit_options().unwrap_err().code,
+            Code::InvalidOption
+        );
+        let top_alone: GenerateOptions = from_json(r#"{"topLogprobs": 2}"#).expect("parses");
+        assert_eq!(
+            top_alone.logit_options().unwrap_err().code,
+            Code::InvalidOption
+        );
     }
 
     #[test]
