@@ -14,9 +14,11 @@ use minijinja::{context, Environment, ErrorKind};
 use serde::Serialize;
 
 use crate::{ModelError, Result};
+use tools::{template_tools, with_json_tools_prompt, Tool, ToolSyntax};
 
 mod builtins;
 mod namespace_guard;
+pub mod tools;
 
 use builtins::{
     break_namespace_cycles, check_format_fields, format, join, namespace, tojson, CappedWriter,
@@ -78,6 +80,7 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     bos: String,
     eos: String,
+    tool_syntax: ToolSyntax,
 }
 
 impl ChatTemplate {
@@ -118,6 +121,7 @@ impl ChatTemplate {
             .lstrip_blocks(true)
             .build()
             .map_err(|e| ModelError::ChatTemplate(format!("syntax: {e}")))?;
+        let tool_syntax = ToolSyntax::of_template(source);
         let source = namespace_guard::guard_namespace_assignments(source, &syntax)?;
         env.set_syntax(syntax);
         env.add_template_owned("chat", source)
@@ -126,13 +130,41 @@ impl ChatTemplate {
             env,
             bos: bos.to_owned(),
             eos: eos.to_owned(),
+            tool_syntax,
         })
+    }
+
+    /// How this template's model is given tools and spells its calls.
+    pub fn tool_syntax(&self) -> ToolSyntax {
+        self.tool_syntax
     }
 
     /// Renders a conversation; `add_generation_prompt` opens the assistant's turn.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         self.render_with_cost(messages, add_generation_prompt)
             .map(|(text, _)| text)
+    }
+
+    /// [`ChatTemplate::render_conversation`] with `tools` offered to the model: the template
+    /// renders them ([`ToolSyntax::Hermes`]), or they are described in the system message
+    /// ([`ToolSyntax::Json`]). No tools: the plain render.
+    pub fn render_conversation_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[Tool],
+    ) -> Result<String> {
+        check_conversation(messages)?;
+        if tools.is_empty() {
+            return self.render(messages, true);
+        }
+        match self.tool_syntax {
+            ToolSyntax::Hermes => {
+                let tools = template_tools(tools);
+                on_render_stack(|| self.render_here(messages, Some(&tools), true))
+                    .map(|(text, _)| text)
+            }
+            ToolSyntax::Json => self.render(&with_json_tools_prompt(messages, tools), true),
+        }
     }
 
     /// Renders a conversation a user sent (the chat API): at least one message, each with a
@@ -149,24 +181,31 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<(String, u64)> {
-        on_render_stack(|| self.render_here(messages, add_generation_prompt))
+        on_render_stack(|| self.render_here(messages, None, add_generation_prompt))
     }
 
     fn render_here(
         &self,
         messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<(String, u64)> {
         let template = self
             .env
             .get_template("chat")
             .map_err(|e| ModelError::ChatTemplate(e.to_string()))?;
-        let own_text: usize = messages.iter().map(ChatMessage::text_len).sum();
+        let tools_len = tools.map_or(0, |t| t.to_string().len());
+        let own_text: usize = messages
+            .iter()
+            .map(ChatMessage::text_len)
+            .sum::<usize>()
+            .saturating_add(tools_len);
         let mut out = CappedWriter::new(own_text.saturating_add(TEMPLATE_OUTPUT_SLACK));
         let rendered = template
             .render_captured_to(
                 context! {
                     messages => Serde(messages),
+                    tools => tools.map(Serde),
                     add_generation_prompt => add_generation_prompt,
                     bos_token => self.bos.as_str(),
                     eos_token => self.eos.as_str(),
@@ -442,12 +481,13 @@ mod tests {
             ),
             ("{{ messages | map(attribute='content') | join }}", "su"),
             ("{{ [[1, 2], 'x'] | join(';') }}", "[1, 2];x"),
-            // A message is a map with its other fields flattened in: tojson writes its keys
-            // sorted.
+            // Maps keep their order, as Python's dicts do: a message's role, its content,
+            // then its other fields.
             (
                 "{{ messages[0] | tojson }}",
-                r#"{"content": "s", "role": "system"}"#,
+                r#"{"role": "system", "content": "s"}"#,
             ),
+            ("{{ {'b': 1, 'a': 2} | tojson }}", r#"{"b": 1, "a": 2}"#),
             (
                 "{{ {'a': [1]} | tojson(indent=2) }}",
                 "{\n  \"a\": [\n    1\n  ]\n}",

@@ -64,6 +64,9 @@ pub enum ModelError {
     /// than `system`, `user` and `assistant`.
     #[error("messages: {0}")]
     InvalidMessages(String),
+    /// Tool definitions or a `tool_choice` that cannot be used.
+    #[error("tools: {0}")]
+    InvalidTools(String),
     #[error("token id {id} is outside the vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("context is full: {needed} positions needed, the context holds {context}")]

@@ -19,6 +19,7 @@ mod tokenizer;
 pub use arch::{
     Activation, Architecture, AttentionPlan, LayerPlan, Plan, RopeFactors, Step, Tensor,
 };
+pub use chat::tools;
 pub use chat::{
     check_conversation, ChatMessage, ChatTemplate, CHAT_ROLES, MAX_MESSAGES, TEMPLATE_FUEL,
     TEMPLATE_OUTPUT_SLACK,
