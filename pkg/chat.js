@@ -43,6 +43,19 @@ function extension(result, seed) {
   };
 }
 
+// The engine's `logprobs` in OpenAI's shape: `{content: [{token, logprob, bytes,
+// top_logprobs}], refusal: null}`, the end token that ended the text left out (it is not in
+// the content either).
+function openaiLogprobs(result) {
+  let entries = result.logprobs ?? [];
+  if (result.stats.stop_reason === 'end_of_text') entries = entries.slice(0, -1);
+  const one = (e) => ({ token: e.text, logprob: e.logprob, bytes: e.bytes });
+  return {
+    content: entries.map((e) => ({ ...one(e), top_logprobs: e.top_logprobs.map(one) })),
+    refusal: null,
+  };
+}
+
 function header(model) {
   const id = `chatcmpl-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
   return { id, created: Math.floor(Date.now() / 1000), model: model.info().name ?? 'runahead' };
@@ -50,12 +63,21 @@ function header(model) {
 
 // Engine errors name the option they are about first ("draft: ...", "stop: ..."): the request
 // field it came from is the error's `param`.
-const PARAMS = { draft: 'draft', depth: 'depth', stop: 'stop', temperature: 'temperature', 'top-p': 'top_p' };
+const PARAMS = {
+  draft: 'draft', depth: 'depth', stop: 'stop', temperature: 'temperature', 'top-p': 'top_p',
+  frequency_penalty: 'frequency_penalty', presence_penalty: 'presence_penalty', logit_bias: 'logit_bias',
+  top_logprobs: 'top_logprobs',
+};
 
-function requestError(e) {
+function requestError(e, grammarParam) {
   const error = toRunaheadError(e);
+  if (error.code === 'grammar' && grammarParam !== undefined) {
+    // The schema or grammar the request gave cannot be compiled: the request's fault.
+    error.status = 400;
+    error.param ??= grammarParam;
+  }
   if (error.param === null && error.status === 400) {
-    const name = /^([a-z-]+):/.exec(error.message)?.[1];
+    const name = /^([a-z_-]+):/.exec(error.message)?.[1];
     if (name in PARAMS) error.param = PARAMS[name];
     else if (error.code === 'invalid_messages' || error.code === 'chat_template') error.param = 'messages';
   }
@@ -97,11 +119,11 @@ class ChatCompletionStream {
   }
 }
 
-async function* streamChunks({ generation, iterator, first, head, includeUsage, seed, release }) {
-  const chunk = (delta, finish) => ({
+async function* streamChunks({ generation, iterator, first, head, includeUsage, logprobs, seed, release }) {
+  const chunk = (delta, finish, lp = null) => ({
     ...head,
     object: 'chat.completion.chunk',
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    choices: [{ index: 0, delta, logprobs: lp, finish_reason: finish }],
     ...(includeUsage ? { usage: null } : {}),
   });
   let finished = false;
@@ -112,7 +134,10 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
     }
     const result = await generation.result;
     finished = true;
-    yield { ...chunk({}, finishReason(result.stats)), runahead: extension(result, seed) };
+    // With logprobs, those of every token arrive with the finish_reason (concatenating the chunks'
+    // `logprobs.content` gives the whole list, as with OpenAI's).
+    const lp = logprobs ? openaiLogprobs(result) : null;
+    yield { ...chunk({}, finishReason(result.stats), lp), runahead: extension(result, seed) };
     if (includeUsage) {
       yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(result.stats) };
     }
@@ -129,7 +154,8 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
 }
 
 async function create(model, body, requestOptionsArg) {
-  const { messages, options, stream, includeUsage, seed, signal: bodySignal } = requestOptions(body, model.info());
+  const { messages, options, stream, includeUsage, logprobs, n, seed, signal: bodySignal } = requestOptions(body, model.info());
+  const grammarParam = options.grammar === undefined ? undefined : body.grammar == null ? 'response_format' : 'grammar';
   const signals = [requestOptionsArg?.signal, bodySignal].filter((s) => s !== undefined && s !== null);
   for (const s of signals) {
     if (typeof s?.addEventListener !== 'function') {
@@ -141,31 +167,44 @@ async function create(model, body, requestOptionsArg) {
     throw new RunaheadError('busy', 'a generation is already running: await it or cancel it first');
   }
   const { controller, release } = controllerFor(signals);
-  const generation = model.generate(messages, { ...options, signal: controller.signal });
   const head = header(model);
   if (!stream) {
-    let result;
+    // n choices, one after another, with seeds seed, seed + 1, ...: each after the first
+    // reuses the prompt's cache entries the one before left.
+    const results = [];
     try {
-      result = await generation.result;
+      for (let i = 0; i < n; i++) {
+        const seedI = (seed + i) % 2 ** 53;
+        const generation = model.generate(messages, { ...options, seed: seedI, signal: controller.signal });
+        const result = await generation.result;
+        if (result.stats.stop_reason === 'cancelled') throw abortError('the request');
+        results.push({ result, seed: seedI });
+      }
     } catch (e) {
-      throw requestError(e);
+      throw e.code === 'cancelled' ? e : requestError(e, grammarParam);
     } finally {
       release();
     }
-    if (result.stats.stop_reason === 'cancelled') throw abortError('the request');
+    const first = results[0].result;
+    const total = usage(first.stats);
+    for (const { result } of results.slice(1)) {
+      total.completion_tokens += result.stats.generated_tokens;
+      total.total_tokens += result.stats.generated_tokens;
+    }
     return {
       ...head,
       object: 'chat.completion',
-      choices: [{
-        index: 0,
+      choices: results.map(({ result }, index) => ({
+        index,
         message: { role: 'assistant', content: result.text, refusal: null },
-        logprobs: null,
+        logprobs: logprobs ? openaiLogprobs(result) : null,
         finish_reason: finishReason(result.stats),
-      }],
-      usage: usage(result.stats),
-      runahead: extension(result, seed),
+      })),
+      usage: total,
+      runahead: { ...extension(first, seed), ...(n > 1 ? { choices: results.map(({ result, seed: s }) => extension(result, s)) } : {}) },
     };
   }
+  const generation = model.generate(messages, { ...options, signal: controller.signal });
   // The stream is handed over once the first token is out, so whatever fails before it (a
   // bad value, the chat template, a prompt too long, a busy engine) rejects create() itself.
   const iterator = generation[Symbol.asyncIterator]();
@@ -174,7 +213,7 @@ async function create(model, body, requestOptionsArg) {
     first = await iterator.next();
   } catch (e) {
     release();
-    throw requestError(e);
+    throw requestError(e, grammarParam);
   }
   if (controller.signal.aborted) {
     await iterator.return?.();
@@ -182,7 +221,7 @@ async function create(model, body, requestOptionsArg) {
     release();
     throw abortError('the request');
   }
-  const chunks = streamChunks({ generation, iterator, first, head, includeUsage, seed, release });
+  const chunks = streamChunks({ generation, iterator, first, head, includeUsage, logprobs, seed, release });
   return new ChatCompletionStream(chunks, controller);
 }
 

@@ -16,6 +16,8 @@ export type RunaheadErrorCode =
   | 'prompt_too_long'
   | 'invalid_sampling'
   | 'invalid_option'
+  /** A schema or grammar (`grammar`, `response_format`) that cannot be compiled, or the grammar engine failed. */
+  | 'grammar'
   | 'cancelled'
   | 'busy'
   | 'fetch'
@@ -306,9 +308,46 @@ export interface GenerateOptions {
    * could start one is streamed only once it is known not to. At most 16, each 1 to 256 bytes.
    */
   stop?: string[];
+  /**
+   * Structured output: the text matches this Lark grammar (llguidance's syntax), regex, or
+   * JSON schema (an object, `true`, or its JSON text), on every engine and with every drafter;
+   * tokens the grammar forces are free drafts (`provenance: 'forced'`). A schema or grammar
+   * that cannot be compiled is the error `grammar`, before any token is generated.
+   */
+  grammar?: GrammarOption;
+  /** Report each token's log-probability in `result.logprobs` (default false). */
+  logprobs?: boolean;
+  /** With `logprobs`: the most likely alternatives listed per token, 0 (the default) to 20. */
+  topLogprobs?: number;
+  /** OpenAI's: subtracted from a token's logit per time it was generated, -2 to 2 (default 0). */
+  frequencyPenalty?: number;
+  /** OpenAI's: subtracted from a token's logit once it was generated, -2 to 2 (default 0). */
+  presencePenalty?: number;
+  /** Token id -> bias added to its logit, -100 to 100 (-100 bans the token). */
+  logitBias?: Record<string, number>;
   /** Aborting stops the generation after the token being verified. */
   signal?: AbortSignal;
 }
+
+/** One token's log-probability (`result.logprobs`). */
+export interface TokenLogprob {
+  /** The token id. */
+  token: number;
+  /** Its text (bytes of an unfinished character read as U+FFFD). */
+  text: string;
+  /** Its bytes. */
+  bytes: number[];
+  logprob: number;
+  /** With `topLogprobs`: the most likely tokens at its position, most likely first. */
+  top_logprobs: { token: number; text: string; bytes: number[]; logprob: number }[];
+}
+
+/** Exactly one of a Lark grammar, a regex or a JSON schema (`json_schema` is read too). */
+export type GrammarOption =
+  | { lark: string }
+  | { regex: string }
+  | { jsonSchema: Record<string, unknown> | boolean | string }
+  | { json_schema: Record<string, unknown> | boolean | string };
 
 /** One verified token. */
 export interface Chunk {
@@ -357,8 +396,17 @@ export interface GenerationResult {
   tokens: number[];
   text: string;
   stats: GenerationStats;
-  /** Per token: "draft" (proposed and accepted) or "target" (the model's own next token). */
-  provenance: ('draft' | 'target')[];
+  /**
+   * Per token: "draft" (proposed and accepted), "forced" (the only token the grammar allowed,
+   * verified as a free draft) or "target" (the model's own next token).
+   */
+  provenance: ('draft' | 'forced' | 'target')[];
+  /**
+   * With `logprobs`: one per token, the log-softmax of the logits it was picked from after the
+   * bias, the penalties and a grammar's mask, at the sampling temperature (1 when greedy),
+   * before top-k and top-p; the same with and without speculative decoding.
+   */
+  logprobs?: TokenLogprob[];
 }
 
 export interface Generation extends AsyncIterable<Chunk> {
@@ -540,7 +588,7 @@ export interface ChatCompletionCreateParamsBase {
   seed?: number | null;
   /** At most 16 strings of 1 to 256 bytes. */
   stop?: string | readonly string[] | null;
-  /** Only 1. */
+  /** 1 to 16 choices, generated one after another (seeds seed, seed + 1, ...); more than 1 is not streamed. */
   n?: number | null;
 
   /** Accepted and ignored (nothing leaves the page). */
@@ -568,18 +616,21 @@ export interface ChatCompletionCreateParamsBase {
   modalities?: readonly ('text' | 'audio')[] | null;
   /** Refused when set: no audio output. */
   audio?: unknown;
-  /** Refused unless 0. */
+  /** -2 to 2 (OpenAI's formula over the generated tokens). */
   frequency_penalty?: number | null;
-  /** Refused unless 0. */
+  /** -2 to 2. */
   presence_penalty?: number | null;
-  /** Refused unless empty. */
+  /** Token id -> -100 to 100. */
   logit_bias?: Record<string, number> | null;
-  /** Refused unless false. */
+  /** The choice's `logprobs.content` (streamed: all of them on the chunk with the finish_reason). */
   logprobs?: boolean | null;
-  /** Refused unless 0. */
+  /** 0 to 20, with `logprobs`. */
   top_logprobs?: number | null;
-  /** Refused unless {type: 'text'}. */
-  response_format?: { type: 'text' | 'json_object' | 'json_schema'; json_schema?: unknown };
+  /**
+   * 'json_object': the content is a JSON object; 'json_schema': it matches `json_schema.schema`
+   * (constrained token by token, `strict` or not; speculative decoding stays on).
+   */
+  response_format?: ResponseFormat | null;
   /** Refused unless empty. */
   tools?: readonly unknown[];
   /** Refused unless 'none' or 'auto'. */
@@ -605,7 +656,17 @@ export interface ChatCompletionCreateParamsBase {
   depth?: GenerateOptions['depth'];
   /** runahead: as create's `{signal}`. */
   signal?: AbortSignal;
+  /** runahead: generate's `grammar` (a Lark grammar, a regex or a schema); not with response_format. */
+  grammar?: GrammarOption;
 }
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | {
+      type: 'json_schema';
+      json_schema: { name: string; description?: string; schema?: Record<string, unknown>; strict?: boolean | null };
+    };
 
 export interface ChatCompletionCreateParamsNonStreaming extends ChatCompletionCreateParamsBase {
   stream?: false | null;
@@ -649,6 +710,8 @@ export interface RunaheadExtension {
   stats: GenerationStats;
   provenance: GenerationResult['provenance'];
   tokens: number[];
+  /** With `n` > 1: each choice's own (the fields above are the first choice's). */
+  choices?: Omit<RunaheadExtension, 'choices'>[];
 }
 
 export interface ChatCompletionMessage {
@@ -657,10 +720,24 @@ export interface ChatCompletionMessage {
   refusal: null;
 }
 
+/** OpenAI's `ChatCompletionTokenLogprob`. */
+export interface ChatCompletionTokenLogprob {
+  token: string;
+  bytes: number[] | null;
+  logprob: number;
+  top_logprobs: { token: string; bytes: number[] | null; logprob: number }[];
+}
+
+/** A choice's `logprobs` when the request asked for them (else null). */
+export interface ChatCompletionLogprobs {
+  content: ChatCompletionTokenLogprob[] | null;
+  refusal: ChatCompletionTokenLogprob[] | null;
+}
+
 export interface ChatCompletionChoice {
   index: number;
   message: ChatCompletionMessage;
-  logprobs: null;
+  logprobs: ChatCompletionLogprobs | null;
   finish_reason: FinishReason;
 }
 
@@ -678,7 +755,8 @@ export interface ChatCompletionChunkChoice {
   index: number;
   /** The first chunk: `{role: 'assistant', content: '', refusal: null}`; then `{content}`; the last `{}`. */
   delta: { role?: 'assistant'; content?: string; refusal?: null };
-  logprobs: null;
+  /** With `logprobs`: every token's, on the chunk with the finish_reason; null on the others. */
+  logprobs: ChatCompletionLogprobs | null;
   /** null until the last chunk that has a choice. */
   finish_reason: FinishReason | null;
 }

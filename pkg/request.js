@@ -13,6 +13,8 @@ import { RunaheadError } from './errors.js';
 const HONOURED = new Set([
   'messages', 'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens',
   'temperature', 'top_p', 'seed', 'stop', 'n', 'top_k', 'draft', 'depth', 'signal',
+  'response_format', 'grammar', 'logprobs', 'top_logprobs', 'frequency_penalty', 'presence_penalty',
+  'logit_bias',
 ]);
 
 // Fields that do not change the output: OpenAI's storage, billing, caching and routing
@@ -30,12 +32,6 @@ const isEmptyArray = (v) => Array.isArray(v) && v.length === 0;
 const REFUSED = {
   audio: [() => false, 'audio output is not generated: the model writes text'],
   modalities: [(v) => Array.isArray(v) && v.every((m) => m === 'text'), 'only text output is generated'],
-  frequency_penalty: [(v) => v === 0, 'penalties are not applied'],
-  presence_penalty: [(v) => v === 0, 'penalties are not applied'],
-  logit_bias: [(v) => typeof v === 'object' && Object.keys(v).length === 0, 'logit biases are not applied'],
-  logprobs: [(v) => v === false, 'log probabilities are not returned'],
-  top_logprobs: [(v) => v === 0, 'log probabilities are not returned'],
-  response_format: [(v) => v?.type === 'text', 'structured output (json_object, json_schema) is not constrained'],
   tools: [isEmptyArray, 'tool calls are not generated'],
   tool_choice: [(v) => v === 'none' || v === 'auto', 'tool calls are not generated'],
   functions: [isEmptyArray, 'function calls are not generated'],
@@ -169,9 +165,47 @@ export function conversation(messages) {
   return messages.map(message);
 }
 
+// `response_format` (and runahead's `grammar`, generate's option) as generate's `grammar`:
+// json_object is any JSON object, json_schema its schema (every output matches it whether or
+// not `strict` is set: the schema constrains each token).
+function grammarOption(request) {
+  const format = request.response_format;
+  let grammar;
+  if (format !== undefined) {
+    if (typeof format !== 'object' || Array.isArray(format)) throw invalid('response_format', 'expected an object {type}');
+    switch (format.type) {
+      case 'text':
+        break;
+      case 'json_object':
+        grammar = { jsonSchema: { type: 'object' } };
+        break;
+      case 'json_schema': {
+        const spec = format.json_schema;
+        if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
+          throw invalid('response_format.json_schema', 'expected {name, schema, strict}');
+        }
+        const schema = spec.schema ?? {};
+        if (typeof schema !== 'object' || Array.isArray(schema)) {
+          throw invalid('response_format.json_schema.schema', 'expected a JSON schema object');
+        }
+        grammar = { jsonSchema: schema };
+        break;
+      }
+      default:
+        throw invalid('response_format.type', `expected 'text', 'json_object' or 'json_schema', got ${JSON.stringify(format.type)}`);
+    }
+  }
+  if (request.grammar !== undefined) {
+    if (grammar !== undefined) throw invalid('grammar', 'give response_format or grammar, not both');
+    grammar = request.grammar;
+  }
+  return grammar;
+}
+
 /**
  * Reads a chat.completions request: `{messages, options (generate's), stream, includeUsage,
- * seed (the one sampled with), signal}`. `info` is the model's (its context bounds the
+ * logprobs, n (choices, generated one after another with seeds seed, seed + 1, ...), seed (the
+ * one sampled with), signal}`. `info` is the model's (its context bounds the
  * default length).
  */
 export function requestOptions(body, info) {
@@ -187,8 +221,8 @@ export function requestOptions(body, info) {
   }
   const messages = conversation(request.messages);
   if (request.stream !== undefined && typeof request.stream !== 'boolean') throw invalid('stream', 'expected a boolean');
-  const n = number(request, 'n', { min: 1, integer: true });
-  if (n !== undefined && n !== 1) throw invalid('n', 'only one choice is generated');
+  const n = number(request, 'n', { min: 1, max: 16, integer: true }) ?? 1;
+  if (n > 1 && request.stream === true) throw invalid('n', 'more than one choice is not streamed: one stream has one choice');
   const streamOptions = request.stream_options ?? {};
   if (typeof streamOptions !== 'object') throw invalid('stream_options', 'expected an object');
   const temperature = number(request, 'temperature', { min: 0, max: 2 }) ?? 1;
@@ -211,6 +245,20 @@ export function requestOptions(body, info) {
   if (stop !== undefined && typeof stop !== 'string' && !(Array.isArray(stop) && stop.every((s) => typeof s === 'string'))) {
     throw invalid('stop', 'expected a string or an array of strings');
   }
+  if (request.logprobs !== undefined && typeof request.logprobs !== 'boolean') throw invalid('logprobs', 'expected a boolean');
+  const logprobs = request.logprobs === true;
+  const topLogprobs = number(request, 'top_logprobs', { min: 0, max: 20, integer: true });
+  if (topLogprobs > 0 && !logprobs) throw invalid('top_logprobs', 'needs logprobs: true');
+  const logitBias = request.logit_bias;
+  if (logitBias !== undefined) {
+    if (typeof logitBias !== 'object' || Array.isArray(logitBias)) throw invalid('logit_bias', 'expected an object {token id: bias}');
+    for (const [token, bias] of Object.entries(logitBias)) {
+      if (!/^[0-9]+$/.test(token)) throw invalid('logit_bias', `keys are token ids, got ${JSON.stringify(token)}`);
+      if (typeof bias !== 'number' || !(bias >= -100 && bias <= 100)) {
+        throw invalid('logit_bias', `expected a bias from -100 to 100 for token ${token}, got ${JSON.stringify(bias)}`);
+      }
+    }
+  }
   const options = {
     maxTokens,
     temperature,
@@ -220,12 +268,20 @@ export function requestOptions(body, info) {
     draft: request.draft,
     depth: request.depth,
     stop: stop === undefined ? undefined : Array.isArray(stop) ? stop : [stop],
+    grammar: grammarOption(request),
+    logprobs: logprobs || undefined,
+    topLogprobs: logprobs ? topLogprobs : undefined,
+    frequencyPenalty: number(request, 'frequency_penalty', { min: -2, max: 2 }),
+    presencePenalty: number(request, 'presence_penalty', { min: -2, max: 2 }),
+    logitBias,
   };
   return {
     messages,
     options: Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
     stream: request.stream === true,
     includeUsage: streamOptions.include_usage === true,
+    logprobs,
+    n,
     seed,
     signal: request.signal,
   };

@@ -277,18 +277,17 @@ test("OpenAI's message shapes, null and undefined fields are read as the plain c
   assert.ok(r.tools.prompt > 20, JSON.stringify(r.tools));
 });
 
-test('fields runahead cannot honour are refused by name', { timeout: SLOW }, async () => {
+test('fields runahead cannot honour, and values out of range, are refused by name', { timeout: SLOW }, async () => {
   const r = await page.evaluate(async () => {
     const m = window.model;
     const refused = {};
     const fields = {
-      frequency_penalty: 0.5,
-      presence_penalty: 1,
-      logit_bias: { 42: 10 },
-      logprobs: true,
+      frequency_penalty: 2.5,
+      presence_penalty: -3,
+      logit_bias: { 42: 101 },
+      logprobs: 'yes',
       top_logprobs: 2,
-      n: 2,
-      response_format: { type: 'json_object' },
+      n: 17,
       tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
       tool_choice: 'required',
       audio: { voice: 'alloy', format: 'wav' },
@@ -318,6 +317,89 @@ test('fields runahead cannot honour are refused by name', { timeout: SLOW }, asy
   assert.equal(r.refused.image.code, 'invalid_messages');
   assert.equal(r.refused.image.param, 'messages[0].content[0]');
   assert.equal(r.busy, false);
+});
+
+test('logprobs, penalties and logit_bias: OpenAI shapes, speculative equals plain', { timeout: SLOW }, async () => {
+  const r = await page.evaluate(async () => {
+    const m = window.model;
+    const request = {
+      messages: window.ask, temperature: 0, max_tokens: 40, logprobs: true, top_logprobs: 3,
+      frequency_penalty: 1, presence_penalty: 0.5,
+    };
+    const plain = await m.chat.completions.create({ ...request, draft: 'none' });
+    const speculative = await m.chat.completions.create({ ...request, draft: 'suffix' });
+    const unpenalized = await m.chat.completions.create({ messages: window.ask, temperature: 0, max_tokens: 40 });
+    // The most likely first token, banned.
+    const first = plain.runahead.tokens[0];
+    const banned = await m.chat.completions.create({ ...request, logit_bias: { [first]: -100 } });
+    const stream = await m.chat.completions.create({ ...request, stream: true, draft: 'auto' });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const shape = (c) => ({
+      content: c.choices[0].message.content,
+      tokens: c.runahead.tokens,
+      logprobs: c.choices[0].logprobs,
+      completion: c.usage.completion_tokens,
+      stop: c.runahead.stop_reason,
+    });
+    return {
+      plain: shape(plain),
+      speculative: shape(speculative),
+      unpenalized: unpenalized.choices[0].message.content,
+      first,
+      banned: banned.runahead.tokens,
+      streamed: chunks.map((c) => c.choices[0]?.logprobs ?? null),
+    };
+  });
+  const { plain, speculative } = r;
+  assert.deepEqual(speculative.tokens, plain.tokens);
+  assert.notEqual(plain.content, r.unpenalized, 'the penalties change nothing: the comparison shows nothing');
+  const content = plain.logprobs.content;
+  assert.equal(plain.logprobs.refusal, null);
+  assert.equal(content.length, plain.stop === 'end_of_text' ? plain.completion - 1 : plain.completion);
+  assert.equal(content.map((e) => e.token).join(''), plain.content);
+  for (const e of content) {
+    assert.ok(e.logprob <= 0 && Number.isFinite(e.logprob), JSON.stringify(e));
+    assert.ok(Array.isArray(e.bytes));
+    assert.equal(e.top_logprobs.length, 3);
+    // Greedy: the token is the most likely one.
+    assert.equal(e.top_logprobs[0].token, e.token);
+    assert.ok(Math.abs(e.top_logprobs[0].logprob - e.logprob) < 1e-6);
+  }
+  for (const [a, b] of speculative.logprobs.content.map((e, i) => [e, content[i]])) {
+    assert.equal(a.token, b.token);
+    assert.ok(Math.abs(a.logprob - b.logprob) < 1e-5, `${a.logprob} vs ${b.logprob}`);
+  }
+  assert.notEqual(r.banned[0], r.first);
+  // Streamed: null on every chunk but the one with the finish_reason, which has them all.
+  const withLogprobs = r.streamed.filter((l) => l !== null);
+  assert.equal(withLogprobs.length, 1);
+  assert.deepEqual(withLogprobs[0].content.map((e) => e.token), content.map((e) => e.token));
+});
+
+test('n > 1: choices generated one after another with seeds seed, seed + 1, ...; not streamed', { timeout: SLOW }, async () => {
+  const r = await page.evaluate(async () => {
+    const m = window.model;
+    const request = { messages: [{ role: 'user', content: 'Write a word.' }], max_tokens: 6, seed: 5 };
+    const three = await m.chat.completions.create({ ...request, n: 3 });
+    const single = await m.chat.completions.create({ ...request, seed: 6 });
+    const streamed = await window.failure(() => m.chat.completions.create({ ...request, n: 2, stream: true }));
+    return {
+      indices: three.choices.map((c) => c.index),
+      contents: three.choices.map((c) => c.message.content),
+      seeds: three.runahead.choices.map((c) => c.seed),
+      completion: three.usage.completion_tokens,
+      perChoice: three.runahead.choices.map((c) => c.stats.generated_tokens),
+      single: single.choices[0].message.content,
+      streamed,
+    };
+  });
+  assert.deepEqual(r.indices, [0, 1, 2]);
+  assert.deepEqual(r.seeds, [5, 6, 7]);
+  assert.equal(r.contents[1], r.single);
+  assert.equal(r.completion, r.perChoice.reduce((a, b) => a + b, 0));
+  assert.equal(r.streamed.code, 'invalid_option');
+  assert.equal(r.streamed.param, 'n');
 });
 
 test("OpenAI's defaults: temperature 1 and a fresh seed unless one is given; generate stays greedy", { timeout: SLOW }, async () => {

@@ -47,11 +47,22 @@ const request: ChatCompletionCreateParamsNonStreaming = {
   metadata: { app: 'demo' },
   service_tier: 'auto',
   parallel_tool_calls: false,
-  frequency_penalty: 0,
+  frequency_penalty: 0.5,
   presence_penalty: null,
-  logprobs: false,
-  response_format: { type: 'text' },
+  logit_bias: { '42': -100 },
+  logprobs: true,
+  top_logprobs: 3,
+  response_format: {
+    type: 'json_schema',
+    json_schema: { name: 'answer', schema: { type: 'object', properties: { city: { type: 'string' } } }, strict: true },
+  },
   stream: false,
+};
+
+const jsonObject: ChatCompletionCreateParamsNonStreaming = {
+  model: 'gpt-4o-mini',
+  messages,
+  response_format: { type: 'json_object' },
 };
 
 const streaming: ChatCompletionCreateParamsStreaming = {
@@ -66,11 +77,16 @@ export async function completions(signal: AbortSignal): Promise<string> {
   const choice: ChatCompletion.Choice = completion.choices[0];
   let text = choice.message.content ?? '';
   text += completion.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+  for (const lp of choice.logprobs?.content ?? []) {
+    text += lp.token + lp.logprob + lp.top_logprobs.map((t) => t.token).join();
+  }
+  text += (await model.chat.completions.create(jsonObject)).choices[0].message.content;
 
   const stream = await model.chat.completions.create(streaming, { signal });
   for await (const chunk of stream) {
     const c: ChatCompletionChunk = chunk;
     text += c.choices[0]?.delta.content ?? '';
+    text += c.choices[0]?.logprobs?.content?.length ?? 0;
     if (c.usage) text += c.usage.total_tokens;
     if (text.length > 100) stream.controller.abort();
   }
