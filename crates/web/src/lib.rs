@@ -171,7 +171,9 @@ impl Engine {
     /// content}` rendered by the model's chat template with the assistant's turn opened) and
     /// resolves to `{tokens, text, stats}`, the object `runahead generate --json` prints.
     /// `options`: `{maxTokens, temperature, topK, topP, seed, draft, depth, chat, stop,
-    /// grammar}` (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the output must match it).
+    /// grammar, logprobs, topLogprobs, frequencyPenalty, presencePenalty, logitBias}`
+    /// (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the output must match it; with
+    /// `logprobs` the result has one `logprobs` entry per token).
     /// `onToken(text, tokenId, fromDraft)` is called for every verified token (and once with
     /// `tokenId` undefined for text held back for a stop string until the end); returning
     /// `false` stops the generation like `cancel()` does.
