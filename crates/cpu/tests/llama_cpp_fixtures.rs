@@ -32,7 +32,7 @@ fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
-fn check(file: &str, fixture: &str) {
+fn check(file: &str, fixture: &str, n_cases: usize, (margin, logit_tol): (f32, f32)) {
     let dir = std::env::var_os("RUNAHEAD_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("models"));
@@ -51,7 +51,7 @@ fn check(file: &str, fixture: &str) {
     let mut engine = CpuEngine::load(Arc::new(f), &options).unwrap();
     let mut worst = 0f32;
     let cases = fx["cases"].as_array().unwrap();
-    for (c, case) in cases.iter().enumerate().take(CASES) {
+    for (c, case) in cases.iter().enumerate().take(n_cases) {
         let prompt = ids(&case["prompt_ids"]);
         let tokens = ids(&case["tokens"]);
         let mut input = prompt.clone();
@@ -75,29 +75,61 @@ fn check(file: &str, fixture: &str) {
                 let d = (row[id] - want).abs();
                 worst = worst.max(d);
                 assert!(
-                    d <= LOGIT_TOL,
+                    d <= logit_tol,
                     "case {c} position {i}: logit of {id} is {} vs llama.cpp {want}",
                     row[id]
                 );
             }
-            if top[0].1 - top[1].1 >= MARGIN {
+            if top[0].1 - top[1].1 >= margin {
                 let ours = runahead_model::argmax(row) as usize;
                 assert_eq!(ours, top[0].0, "case {c} position {i}: argmax");
             }
         }
     }
     eprintln!(
-        "{file}: {CASES} of {} cases, largest top-8 logit difference from llama.cpp {worst}",
+        "{file}: {} of {} cases, largest top-8 logit difference from llama.cpp {worst}",
+        n_cases.min(cases.len()),
         cases.len()
     );
 }
 
 #[test]
 fn smollm2_sits_near_llama_cpp() {
-    check("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-135m");
+    check(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "smollm2-135m",
+        CASES,
+        (MARGIN, LOGIT_TOL),
+    );
 }
 
 #[test]
 fn qwen_05b_sits_near_llama_cpp() {
-    check("Qwen2.5-Coder-0.5B-Instruct.gguf", "qwen2.5-coder-0.5b");
+    check(
+        "Qwen2.5-Coder-0.5B-Instruct.gguf",
+        "qwen2.5-coder-0.5b",
+        CASES,
+        (MARGIN, LOGIT_TOL),
+    );
+}
+
+/// Gemma's logits run about twice as large as SmolLM2's and Qwen's (its top logits 30 to 40),
+/// and the differences from llama.cpp's with them: measured over all 13 cases, the largest
+/// top-8 logit difference is 1.63 (the f32 reference's 1.79,
+/// crates/model/tests/gemma_fixture.rs, whose argmax differs from llama.cpp's at a margin of
+/// 0.52).
+const GEMMA_MARGIN: f32 = 0.75;
+const GEMMA_LOGIT_TOL: f32 = 2.0;
+
+/// Gemma-3-270M (sliding-window layers of 512 slots, none reached by these prompts of 60-odd
+/// positions: the window is checked on generated models, tests/engine.rs), every case.
+#[test]
+#[ignore = "needs models/gemma-3-270m-q4_k_m.gguf (scripts/fetch-models.sh gemma3), which CI does not fetch; run with --ignored"]
+fn gemma3_270m_sits_near_llama_cpp() {
+    check(
+        "gemma-3-270m-q4_k_m.gguf",
+        "gemma-3-270m",
+        usize::MAX,
+        (GEMMA_MARGIN, GEMMA_LOGIT_TOL),
+    );
 }
