@@ -32,7 +32,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let sum = exp_slots(pr, mx, first, end, 1u);
 
     // Values weighted by the exponentials (normalized when the chunks are merged).
-    var acc: array<vec4<f32>, 32>;
+    var acc: array<vec4<f32>, HD4>;
     for (var k = first; k < end; k++) {
         let w = scores[pr.sb + k];
         let vb = kv_at(pr, k);

@@ -16,9 +16,13 @@ struct Params {
     head_dim: u32,   // = HD
     capacity: u32,   // KV cache slots (stride of the score scratch)
     max_rows: u32,   // stride of `visible`
-    scale: f32,      // 1 / sqrt(head_dim)
+    scale: f32,      // multiplies q.k: 1 / sqrt(head_dim), or the layer's own
     chunk: u32,      // slots per chunk
     max_chunks: u32, // chunks of a full cache (stride of the partials)
+    window: u32,     // 0, or a sliding window: a query at position p sees keys at positions > p - window
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Step {
@@ -36,9 +40,13 @@ struct Step {
 @group(0) @binding(5) var<storage, read> visible: array<u32>;              // [max_rows, 1 + max_rows]: count, then block indices
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> step: Step;
+@group(0) @binding(8) var<storage, read> positions: array<u32>;           // [m]: each block token's position
 
-// Head dimension, a multiple of 4, at most 128.
+// Head dimension, a multiple of 4, at most 256.
 override HD: u32 = 64u;
+// HD / 4: the length of the per-invocation query and value arrays (a constant, which an
+// override cannot size; kernels.rs sets it per head dimension).
+const HD4: u32 = 32u;
 
 fn slot_of(t: u32, k: u32) -> u32 {
     if (k < step.base) {
@@ -71,6 +79,21 @@ fn pair_of(i: u32) -> Pair {
     );
 }
 
+// Whether the pair's k-th visible slot lies in its window. A cached slot's position is its index
+// (the cache holds one path of positions 0..base); a block entry's is its token's position.
+// Masked slots keep their place in the chunks (a score of zero weight), so the chunking and
+// every sum's order are those of the unmasked kernel.
+fn in_window(pr: Pair, k: u32) -> bool {
+    if (p.window == 0u) {
+        return true;
+    }
+    var key = k;
+    if (k >= step.base) {
+        key = positions[visible[pr.t * (1u + p.max_rows) + 1u + (k - step.base)]];
+    }
+    return positions[pr.t] < key + p.window;
+}
+
 // Chunks the longest-seeing token of this block has (the host sizes the grid alike).
 fn step_chunks() -> u32 {
     return (step.slots + p.chunk - 1u) / p.chunk;
@@ -89,7 +112,7 @@ fn kv_at(pr: Pair, k: u32) -> u32 {
 // Pass 1 over slots first, first + stride, ... below end: scaled scores into the scratch;
 // their maximum. The query stays in registers (HD is a constant, so its loops unroll).
 fn score_slots(pr: Pair, first: u32, end: u32, stride: u32) -> f32 {
-    var qv: array<vec4<f32>, 32>;
+    var qv: array<vec4<f32>, HD4>;
     for (var d = 0u; d < HD / 4u; d++) {
         qv[d] = q[pr.qb + d];
     }
@@ -102,7 +125,9 @@ fn score_slots(pr: Pair, first: u32, end: u32, stride: u32) -> f32 {
         }
         s *= p.scale;
         scores[pr.sb + k] = s;
-        mx = max(mx, s);
+        if (in_window(pr, k)) {
+            mx = max(mx, s);
+        }
     }
     return mx;
 }
@@ -111,7 +136,7 @@ fn score_slots(pr: Pair, first: u32, end: u32, stride: u32) -> f32 {
 fn exp_slots(pr: Pair, mx: f32, first: u32, end: u32, stride: u32) -> f32 {
     var sum = 0.0;
     for (var k = first; k < end; k += stride) {
-        let e = exp(scores[pr.sb + k] - mx);
+        let e = select(0.0, exp(scores[pr.sb + k] - mx), in_window(pr, k));
         scores[pr.sb + k] = e;
         sum += e;
     }

@@ -1,5 +1,5 @@
 // out[t, :] = row tokens[t] of the (quantized) embedding table, for the tokens whose row lies
-// in this piece of the table. Prepended with formats/common.wgsl and one formats/*.wgsl
+// in this piece of the table, times `scale` where `scaled` (Gemma's sqrt(n_embd)). Prepended with formats/common.wgsl and one formats/*.wgsl
 // (`unit_head`, `quad`).
 
 struct Params {
@@ -7,6 +7,10 @@ struct Params {
     row_start: u32, // first table row in this piece
     row_end: u32,
     row_bytes: u32,
+    scaled: u32,
+    scale: f32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 struct Step {
@@ -37,7 +41,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let h = unit_head((token - p.row_start) * p.row_bytes, u);
     let o = t * p.k + u * 32u;
     for (var i = 0u; i < 8u; i++) {
-        let v = quad(h, i);
+        var v = quad(h, i);
+        if (p.scaled == 1u) {
+            v *= p.scale;
+        }
         out[o + 4u * i] = v.x;
         out[o + 4u * i + 1u] = v.y;
         out[o + 4u * i + 2u] = v.z;

@@ -1,7 +1,8 @@
 // The attention's inputs from the one q/k/v product of a layer, in one dispatch: each row of
 // `qkv` is [q | k | v] ((n_heads + 2 n_kv_heads) * head_dim values); its biases are added
-// (Qwen2), RoPE turns q and k, q goes to `q` and k, v are appended to the layer's f16 cache at
-// slots base..base+m (prepended with kv_f16.wgsl). One invocation per pair of adjacent values
+// (Qwen2), each head of q and k is RMS-normed (Qwen3, Gemma 3), RoPE turns q and k, q goes to
+// `q` and k, v are appended to the layer's f16 cache at slots base..base+m (prepended with
+// kv_f16.wgsl). One invocation per pair of adjacent values
 // (a cache word); a value whose RoPE partner another invocation holds is computed again from
 // the product, with the same operations in the same order as separate bias, RoPE and store
 // kernels would apply them, so every value depends only on its own token's row.
@@ -13,8 +14,17 @@ struct Params {
     rope_dim: u32,    // leading values of each head that RoPE turns (even, <= head_dim)
     neox: u32,        // 1: pairs (i, i + rope_dim/2); 0: adjacent pairs (2i, 2i + 1)
     theta_scale: f32,
-    has_bias: u32,    // 1: add bias[e] to value e of every row first
+    has_bias: u32,    // 1: add aux[e] to value e of every row first
+    qk_norm: u32,     // 1: RMS-norm each head of q (k) by aux[width..][..head_dim] (the next head_dim)
+    eps: f32,
+    scaled: u32,      // 1: angles times freq_scale, divided by aux[width + 2 head_dim + pair]
+                      // where has_factors; cos and sin times mscale
+    freq_scale: f32,
+    mscale: f32,
+    has_factors: u32,
     _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 struct Step {
@@ -25,7 +35,9 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;              // [m, width]
-@group(0) @binding(1) var<storage, read> bias: array<f32>;             // [width] (or unused)
+// [width] biases, [head_dim] q norm, [head_dim] k norm, [rope_dim / 2] RoPE factors (each read
+// only where its flag says so).
+@group(0) @binding(1) var<storage, read> aux: array<f32>;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;        // [m]
 @group(0) @binding(3) var<storage, read_write> q: array<f32>;          // [m, n_heads * head_dim]
 @group(0) @binding(4) var<storage, read_write> k_cache: array<u32>;    // [capacity, kv_dim / 2]
@@ -41,9 +53,31 @@ fn width() -> u32 {
 fn raw(t: u32, e: u32) -> f32 {
     let x = qkv[t * width() + e];
     if (p.has_bias == 1u) {
-        return x + bias[e];
+        return x + aux[e];
     }
     return x;
+}
+
+// Value e of token t's row (in the q or k section starting at `start`), biased and, with
+// qk_norm, RMS-normed over its head as the reference does: the head's squares summed in order,
+// then x * (1 / sqrt(mean + eps)) * w.
+fn normed(t: u32, start: u32, e: u32) -> f32 {
+    if (p.qk_norm == 0u) {
+        return raw(t, e);
+    }
+    let i = (e - start) % p.head_dim;
+    let head = e - i;
+    var ss = 0.0;
+    for (var j = 0u; j < p.head_dim; j++) {
+        let x = raw(t, head + j);
+        ss += x * x;
+    }
+    let scale = 1.0 / sqrt(ss / f32(p.head_dim) + p.eps);
+    var w = width() + i;
+    if (start > 0u) {
+        w += p.head_dim;
+    }
+    return raw(t, e) * scale * aux[w];
 }
 
 // Value e of token t's row (in the q or k section starting at `start`) after RoPE.
@@ -51,7 +85,7 @@ fn roped(t: u32, start: u32, e: u32) -> f32 {
     let j = e - start;
     let i = j % p.head_dim;
     if (i >= p.rope_dim) {
-        return raw(t, e);
+        return normed(t, start, e);
     }
     let head = e - i;
     let pairs = p.rope_dim / 2u;
@@ -71,14 +105,27 @@ fn roped(t: u32, start: u32, e: u32) -> f32 {
     for (var k = 0u; k < pair; k++) {
         theta *= p.theta_scale;
     }
+    // Llama 3's and LongRoPE's frequency factors, a linear freq scale, as the reference's
+    // `freq_scale * (theta / factor)`.
+    if (p.scaled == 1u) {
+        var factor = 1.0;
+        if (p.has_factors == 1u) {
+            factor = aux[width() + 2u * p.head_dim + pair];
+        }
+        theta = p.freq_scale * (theta / factor);
+    }
     // WGSL only bounds cos/sin error on [-pi, pi]: reduce first, subtracting k * 2pi in two
     // parts (6.28125 has 8 significant bits, so k * 6.28125 is exact for every position).
     let k = round(theta * 0.15915494309189535);
     let r = (theta - k * 6.28125) - k * 0.0019353071795864769;
-    let c = cos(r);
-    let s = sin(r);
-    let x0 = raw(t, a);
-    let x1 = raw(t, b);
+    var c = cos(r);
+    var s = sin(r);
+    if (p.scaled == 1u) {
+        c *= p.mscale;
+        s *= p.mscale;
+    }
+    let x0 = normed(t, start, a);
+    let x1 = normed(t, start, b);
     if (second) {
         return x0 * s + x1 * c;
     }

@@ -1,10 +1,11 @@
-// y[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w: one workgroup per row, a fixed
-// strided partial sum per thread and a fixed tree (batch-invariant).
+// y[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w (y[t, :] += that where `accumulate`: a
+// post-norm added to the residual stream): one workgroup per row, a fixed strided partial sum
+// per thread and a fixed tree (batch-invariant).
 
 struct Params {
     n: u32,
     eps: f32,
-    _pad0: u32,
+    accumulate: u32,
     _pad1: u32,
 }
 
@@ -44,6 +45,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let scale = 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
     for (var i = lid; i < p.n; i += 64u) {
-        y[row + i] = x[row + i] * scale * w[i];
+        let v = x[row + i] * scale * w[i];
+        if (p.accumulate == 1u) {
+            y[row + i] += v;
+        } else {
+            y[row + i] = v;
+        }
     }
 }

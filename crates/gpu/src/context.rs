@@ -155,9 +155,11 @@ pub fn required_limits(available: &wgpu::Limits) -> Result<wgpu::Limits, GpuErro
             Ok(())
         }
     };
+    // The attention's seven (q, keys, values, scores, partials, visibility, positions for the
+    // sliding window); WebGPU's default is 8.
     need(
         "maxStorageBuffersPerShaderStage",
-        6,
+        7,
         available.max_storage_buffers_per_shader_stage.into(),
     )?;
     // Workgroups of 256 (argmax.wgsl, matmul_split_k.wgsl), the split-K product's 10 KB of

@@ -29,6 +29,10 @@ pub enum Op {
     /// (`attention_combine.wgsl`, the same in every shape).
     AttentionCombine,
     SiluMul,
+    /// gelu_tanh(gate) * up (`gelu_mul.wgsl`), Gemma 3's gated FFN step.
+    GeluMul,
+    /// `cap * tanh(logit / cap)` on the logits in place (`softcap.wgsl`).
+    Softcap,
     Argmax,
     TopK,
 }
@@ -40,11 +44,13 @@ impl Op {
     }
 
     /// How many of the op's storage bindings come after its uniforms (the parameters, then the
-    /// step): the last ones of the buffers a dispatch is given. The fused norm's weights are the
-    /// one such binding, so that every product keeps the bindings the plain one has.
+    /// step): the last ones of the buffers a dispatch is given. Bindings added to an op go there,
+    /// so that every product keeps the bindings the plain one has and the attention those it
+    /// had before its window.
     pub fn bindings_after_step(self) -> usize {
         match self {
-            Op::MatmulRmsNorm => 1,
+            // The fused norm's weights; the attention's block positions (its sliding window).
+            Op::MatmulRmsNorm | Op::Attention => 1,
             _ => 0,
         }
     }
@@ -117,6 +123,11 @@ pub fn source(op: Op, format: Option<GgmlType>, shape: KernelShape) -> String {
             String::new(),
             include_str!("../../../shaders/silu_mul.wgsl"),
         ),
+        Op::GeluMul => (
+            String::new(),
+            include_str!("../../../shaders/gelu_mul.wgsl"),
+        ),
+        Op::Softcap => (String::new(), include_str!("../../../shaders/softcap.wgsl")),
         Op::Argmax => (String::new(), include_str!("../../../shaders/argmax.wgsl")),
         Op::TopK => (String::new(), include_str!("../../../shaders/top_k.wgsl")),
     };
@@ -401,9 +412,15 @@ impl Pipelines {
                     (Op::Attention, _) => vec![("HD", variant as f64)],
                     _ => Vec::new(),
                 };
+                let mut src = source(op, format, shape);
+                if op == Op::Attention {
+                    // The query and value arrays hold one head: HD / 4 vectors.
+                    let hd4 = format!("const HD4: u32 = {}u;", (variant / 4).max(1));
+                    src = src.replace(ATTENTION_HD4, &hd4);
+                }
                 let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(&label),
-                    source: wgpu::ShaderSource::Wgsl(source(op, format, shape).into()),
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
                 });
                 device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(&label),
@@ -421,9 +438,17 @@ impl Pipelines {
     }
 }
 
-/// Uniform parameters: eight 32-bit words, f32 values stored by their bits.
-pub fn params(words: &[u32]) -> [u32; 8] {
-    let mut p = [0u32; 8];
+/// The attention's array length as `attention_io.wgsl` declares it (128 / 4), replaced per head
+/// dimension when its pipeline is compiled.
+const ATTENTION_HD4: &str = "const HD4: u32 = 32u;";
+
+/// Words of every op's uniform parameters.
+pub const PARAM_WORDS: usize = 16;
+
+/// Uniform parameters: [`PARAM_WORDS`] 32-bit words (zero past `words`), f32 values stored by
+/// their bits.
+pub fn params(words: &[u32]) -> [u32; PARAM_WORDS] {
+    let mut p = [0u32; PARAM_WORDS];
     p[..words.len()].copy_from_slice(words);
     p
 }
@@ -447,6 +472,8 @@ mod tests {
             Op::Attention,
             Op::AttentionCombine,
             Op::SiluMul,
+            Op::GeluMul,
+            Op::Softcap,
             Op::Argmax,
             Op::TopK,
         ]

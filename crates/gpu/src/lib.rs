@@ -24,5 +24,6 @@ pub use error::GpuError;
 pub use model::DispatchTime;
 pub use model::{
     CountCalls, GpuModel, GpuStats, HostCost, MemoryPlan, HOST_WARMUP, MAX_HOST_REPS, MAX_ROWS,
+    STEPS,
 };
 pub use tensor::GpuMatrix;

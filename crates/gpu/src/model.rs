@@ -13,6 +13,7 @@ mod weights;
 #[cfg(not(target_arch = "wasm32"))]
 pub use profile::DispatchTime;
 
+pub use build::STEPS;
 pub use host_cost::{CountCalls, HostCost, HOST_WARMUP, MAX_HOST_REPS};
 pub use memory::MemoryPlan;
 

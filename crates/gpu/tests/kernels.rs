@@ -524,6 +524,8 @@ impl AttentionCase {
             // NaN where no chunk writes: a merge that read past a pair's chunks would show.
             Input::F32(vec![f32::NAN; partials]),
             Input::U32(lists.clone()),
+            // Block positions: read by the sliding window only (tests/arch_kernels.rs).
+            Input::U32(vec![0; m]),
         ];
         let p = [
             n_heads as u32,

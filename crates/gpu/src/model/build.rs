@@ -7,10 +7,12 @@ use wgpu::util::DeviceExt;
 use wgpu::BufferUsages as U;
 
 use runahead_gguf::GgufFile;
-use runahead_model::{check_tensors, ModelConfig, ModelError, Result, RopeMode, TensorNames};
+use runahead_model::{
+    Activation, ModelConfig, ModelError, Plan, Result, RopeFactors, RopeMode, Step, Tensor,
+};
 
 use super::memory::BufferSizes;
-use super::weights::{matrix, stacked, vector, widening_growth, GATE_UP, QKV};
+use super::weights::{gate_up_parts, matrix, qkv_parts, stacked, vector, widening_growth};
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
 use crate::kernels::{self, params, Op, MATMUL_TILES};
 use crate::{GpuContext, GpuError, GpuMatrix};
@@ -266,15 +268,38 @@ enum Input<'b> {
     SiluMul(&'b wgpu::Buffer),
 }
 
+/// The steps of a [`Plan`] this engine executes: all of them.
+pub const STEPS: &[Step] = &[
+    Step::HeadDim,
+    Step::QkNorm,
+    Step::PostNorms,
+    Step::GeluTanh,
+    Step::FusedQkv,
+    Step::FusedGateUp,
+    Step::EmbeddingScale,
+    Step::SlidingWindow,
+    Step::LayerRope,
+    Step::RopeFactors,
+    Step::AttentionScale,
+    Step::LogitSoftcap,
+];
+
 pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
-    // Checks every hyper-parameter, and the tokenizer against the embedding's rows.
-    let config = ModelConfig::from_file(file)?;
+    // Checks every hyper-parameter; a step this engine does not run is refused by name.
+    let plan = Plan::from_header(&file.header)?;
+    plan.require("the GPU engine", STEPS)?;
+    let config = plan.config.clone();
     let c = &config;
     let capacity = checked_capacity(c, context)?;
-    // Everything is decided before the first buffer: every tensor's presence, shape and type,
-    // then every buffer's size against the device's limits and the memory budget.
-    let mut tensors = check_tensors(file, c)?;
-    tensors.file_bytes = tensors.file_bytes.saturating_add(widening_growth(file, c)?);
+    // Everything is decided before the first buffer: every tensor's presence, shape and type
+    // (and no tensor the plan does not read), then every buffer's size against the device's
+    // limits and the memory budget.
+    let mut tensors = plan.check_header(&file.header)?;
+    let factors = rope_factors(file, &plan, capacity)?;
+    tensors.file_bytes = tensors
+        .file_bytes
+        .saturating_add(widening_growth(file, &plan)?)
+        .saturating_add(aux_growth(&plan, factors.as_deref()));
     let size = BufferSizes::of(c, capacity)?;
     let memory = size.check(ctx, c, tensors)?;
 
@@ -301,16 +326,25 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         scratch: b.storage("kv_scratch", size.kv_rows)?,
     };
 
-    let token_embd = embed(&mut b, file, c, &io, &act)?;
+    let token_embd = embed(&mut b, file, &plan, &io, &act)?;
     // Seven dispatches a layer where the kernel shape fuses inputs: q/k/v product (reading the
-    // norm), biases + RoPE + cache store, attention (per chunk, then the chunks merged), output
-    // product (+ residual), gate/up product (reading the norm), down product (reading SiLU, +
-    // residual); ten otherwise (both norms and the SiLU step on their own). A product whose
-    // matrices differ in block format takes one dispatch per run of equal ones.
+    // norm), biases + Q/K norms + RoPE + cache store, attention (per chunk, then the chunks
+    // merged), output product (+ residual), gate/up product (reading the norm), down product
+    // (reading SiLU, + residual); ten otherwise (both norms and the SiLU step on their own).
+    // A GELU FFN takes its elementwise step on its own, post-norms one dispatch each. A product
+    // whose matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
-        layer(&mut b, file, c, l, capacity, (&act, &io, &kv))?;
+        let buffers = (&act, &io, &kv);
+        layer(
+            &mut b,
+            file,
+            &plan,
+            l,
+            (capacity, factors.as_deref()),
+            buffers,
+        )?;
     }
-    let (argmax_dispatch, top_k_dispatch) = logits(&mut b, file, c, token_embd, &act, &io)?;
+    let (argmax_dispatch, top_k_dispatch) = logits(&mut b, file, &plan, token_embd, &act, &io)?;
     ctx.check()?;
 
     Ok(GpuModel {
@@ -337,9 +371,9 @@ fn checked_capacity(c: &ModelConfig, context: Option<usize>) -> Result<usize> {
     if capacity == 0 {
         return Err(ModelError::Config("context size must be at least 1".into()));
     }
-    if c.head_dim > 128 || !c.head_dim.is_multiple_of(4) || !c.rope_dim.is_multiple_of(2) {
+    if c.head_dim > 256 || !c.head_dim.is_multiple_of(4) || !c.rope_dim.is_multiple_of(2) {
         return Err(ModelError::Config(format!(
-            "head dimension {} (RoPE dimension {}): the GPU engine takes multiples of 4 up to 128",
+            "head dimension {} (RoPE dimension {}): the GPU engine takes multiples of 4 up to 256",
             c.head_dim, c.rope_dim
         )));
     }
@@ -364,9 +398,9 @@ impl Activations {
         Ok(Activations {
             x: b.storage("x", size.width)?,
             h: b.storage("h", size.width)?,
-            q: b.storage("q", size.width)?,
+            q: b.storage("q", size.q_width)?,
             qkv: b.storage("qkv", size.qkv)?,
-            attn: b.storage("attn", size.width)?,
+            attn: b.storage("attn", size.q_width)?,
             gate_up: b.storage("gate_up", size.gate_up)?,
             ffn_act: b.storage("ffn_act", size.ffn)?,
             scores: b.storage("scores", size.scores)?,
@@ -397,18 +431,22 @@ fn step_buffers(b: &Builder, size: &BufferSizes) -> Result<StepBuffers> {
 fn embed(
     b: &mut Builder,
     file: &GgufFile,
-    c: &ModelConfig,
+    plan: &Plan,
     io: &StepBuffers,
     act: &Activations,
 ) -> Result<GpuMatrix> {
+    let c = &plan.config;
     let d = c.n_embd;
-    let token_embd = matrix(b.ctx, file, TensorNames::TOKEN_EMBD, c.vocab_size, d)?;
+    let name = Tensor::TokenEmbd.name(None);
+    let token_embd = matrix(b.ctx, file, &name, c.vocab_size, d)?;
     for piece in &token_embd.pieces {
         let p = [
             d as u32,
             piece.row_start as u32,
             (piece.row_start + piece.rows) as u32,
             token_embd.row_bytes as u32,
+            plan.embd_scale.is_some() as u32,
+            plan.embd_scale.unwrap_or(1.0).to_bits(),
         ];
         b.push(
             Op::Embed,
@@ -421,41 +459,109 @@ fn embed(
     Ok(token_embd)
 }
 
-/// Layer `l`'s dispatches: attention (q/k/v product, biases + RoPE + cache store, attention
-/// by chunk and the chunks combined, output product), then the feed-forward block.
+/// The RoPE frequency factors the plan reads (`[rope_dim / 2]`): Llama 3's `rope_freqs`, or
+/// LongRoPE's long factors where the context exceeds the original one and the short ones
+/// otherwise (as [`Plan::ropes`] picks them for the reference).
+fn rope_factors(file: &GgufFile, plan: &Plan, capacity: usize) -> Result<Option<Vec<f32>>> {
+    let pairs = plan.config.rope_dim / 2;
+    let tensor = match plan.rope_factors {
+        RopeFactors::None => return Ok(None),
+        RopeFactors::Freqs => Tensor::RopeFreqs,
+        RopeFactors::LongShort { original_context } if capacity > original_context => {
+            Tensor::RopeFactorsLong
+        }
+        RopeFactors::LongShort { .. } => Tensor::RopeFactorsShort,
+    };
+    vector(file, &tensor.name(None), pairs).map(Some)
+}
+
+/// What `qkv_rope_store.wgsl` reads besides the product, in one buffer: the q/k/v biases (zeros
+/// where a later part needs the offset), the Q and K norms, the RoPE factors.
+fn rope_aux(file: &GgufFile, plan: &Plan, l: usize, factors: Option<&[f32]>) -> Result<Vec<f32>> {
+    let c = &plan.config;
+    let (q, kv, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
+    let mut aux = Vec::new();
+    if c.qkv_bias {
+        aux.extend(vector(file, &Tensor::AttnQBias.at(l), q)?);
+        aux.extend(vector(file, &Tensor::AttnKBias.at(l), kv)?);
+        aux.extend(vector(file, &Tensor::AttnVBias.at(l), kv)?);
+    }
+    if plan.qk_norm || factors.is_some() {
+        aux.resize(q + 2 * kv, 0.0);
+    }
+    if plan.qk_norm {
+        aux.extend(vector(file, &Tensor::AttnQNorm.at(l), hd)?);
+        aux.extend(vector(file, &Tensor::AttnKNorm.at(l), hd)?);
+    }
+    if let Some(f) = factors {
+        aux.resize(q + 2 * kv + 2 * hd, 0.0);
+        aux.extend_from_slice(f);
+    }
+    if aux.is_empty() {
+        aux.push(0.0);
+    }
+    Ok(aux)
+}
+
+/// Bytes the layers' [`rope_aux`] buffers hold beyond the file's vectors (the memory plan counts
+/// those once, as f32): the zeros before the norms or factors, and each layer's copy of the
+/// RoPE factors.
+fn aux_growth(plan: &Plan, factors: Option<&[f32]>) -> u64 {
+    let c = &plan.config;
+    let mut words = 0usize;
+    if !c.qkv_bias && (plan.qk_norm || factors.is_some()) {
+        words += c.q_dim() + 2 * c.kv_dim();
+    }
+    if let Some(f) = factors {
+        words += if plan.qk_norm { 0 } else { 2 * c.head_dim };
+        words += f.len();
+    }
+    (words as u64).saturating_mul(4 * c.n_layers as u64)
+}
+
+/// `x += rms_norm(o) * w`: a post-norm added to the residual stream.
+fn post_norm(
+    b: &mut Builder,
+    o: &wgpu::Buffer,
+    w: &wgpu::Buffer,
+    x: &wgpu::Buffer,
+    c: &ModelConfig,
+) {
+    b.push(
+        Op::RmsNorm,
+        None,
+        &[o, w, x],
+        &[c.n_embd as u32, c.rms_eps.to_bits(), 1],
+        Grid::PerToken,
+    );
+}
+
+/// Layer `l`'s dispatches: attention (q/k/v product, biases + Q/K norms + RoPE + cache store,
+/// attention by chunk and the chunks combined, output product, its post-norm), then the
+/// feed-forward block. `factors`: the RoPE frequency factors ([`rope_factors`]).
 fn layer(
     b: &mut Builder,
     file: &GgufFile,
-    c: &ModelConfig,
+    plan: &Plan,
     l: usize,
-    capacity: usize,
+    (capacity, factors): (usize, Option<&[f32]>),
     (act, io, kv): (&Activations, &StepBuffers, &KvBuffers),
 ) -> Result<()> {
     let ctx = b.ctx;
-    let (d, kv_dim, ff, r) = (c.n_embd, c.kv_dim(), c.n_ff, MAX_ROWS);
-    let qkv_width = d + 2 * kv_dim;
-    let name = |w: &str| TensorNames::layer(l, w);
-    let attn_norm = b.f32_storage("attn_norm", &vector(file, &name("attn_norm.weight"), d)?);
+    let c = &plan.config;
+    let a = plan.layers[l].attention;
+    let (d, q_dim, kv_dim, ff, r) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff, MAX_ROWS);
+    let qkv_width = q_dim + 2 * kv_dim;
+    let name = |t: Tensor| t.at(l);
+    let attn_norm = b.f32_storage("attn_norm", &vector(file, &name(Tensor::AttnNorm), d)?);
     let normed = b.normed(&act.x, &attn_norm, &act.h, d, c.rms_eps);
-    let qkv_parts = [
-        (name(QKV[0]), d),
-        (name(QKV[1]), kv_dim),
-        (name(QKV[2]), kv_dim),
-    ];
-    for (w, col0) in stacked(ctx, file, &qkv_parts, d)? {
+    for (w, col0) in stacked(ctx, file, &qkv_parts(plan, l), d)? {
         b.product(normed, &w, &act.qkv, qkv_width, col0, false);
     }
-    let bias = match c.qkv_bias {
-        true => {
-            let mut all = vector(file, &name("attn_q.bias"), d)?;
-            all.extend(vector(file, &name("attn_k.bias"), kv_dim)?);
-            all.extend(vector(file, &name("attn_v.bias"), kv_dim)?);
-            b.f32_storage("attn_qkv.bias", &all)
-        }
-        false => b.f32_storage("no_bias", &[0.0]),
-    };
-    let theta_scale = c.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
+    let aux = b.f32_storage("attn_qkv.aux", &rope_aux(file, plan, l, factors)?);
+    let theta_scale = a.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
+    let scaled = a.rope_freq_scale != 1.0 || plan.rope_attn_factor != 1.0 || factors.is_some();
     let p = [
         c.n_heads as u32,
         c.n_kv_heads as u32,
@@ -464,11 +570,17 @@ fn layer(
         neox,
         theta_scale,
         c.qkv_bias as u32,
+        plan.qk_norm as u32,
+        c.rms_eps.to_bits(),
+        scaled as u32,
+        a.rope_freq_scale.to_bits(),
+        plan.rope_attn_factor.to_bits(),
+        factors.is_some() as u32,
     ];
     b.push(
         Op::QkvRopeStore,
         None,
-        &[&act.qkv, &bias, &io.positions, &act.q, &kv.k[l], &kv.v[l]],
+        &[&act.qkv, &aux, &io.positions, &act.q, &kv.k[l], &kv.v[l]],
         &p,
         Grid::Elements {
             per_token: qkv_width / 2,
@@ -481,9 +593,10 @@ fn layer(
         c.head_dim as u32,
         capacity as u32,
         r as u32,
-        (1.0 / (c.head_dim as f32).sqrt()).to_bits(),
+        a.scale.to_bits(),
         chunk as u32,
         kernels::attention_chunks(capacity) as u32,
+        a.window.map_or(0, |w| w.min(u32::MAX as usize) as u32),
     ];
     let attention_buffers = [
         &act.q,
@@ -492,6 +605,7 @@ fn layer(
         &act.scores,
         &act.partials,
         &io.visible,
+        &io.positions,
     ];
     b.push(
         Op::Attention,
@@ -513,18 +627,55 @@ fn layer(
             per_token: c.n_heads * c.head_dim / 4,
         },
     );
-    let wo = matrix(ctx, file, &name("attn_output.weight"), d, d)?;
-    b.matmul(&wo, &act.attn, &act.x, d, true);
+    let wo = matrix(ctx, file, &name(Tensor::AttnOutput), d, q_dim)?;
+    let post_norms = match plan.post_norms {
+        true => Some((
+            b.f32_storage(
+                "post_attention_norm",
+                &vector(file, &name(Tensor::PostAttnNorm), d)?,
+            ),
+            b.f32_storage(
+                "post_ffw_norm",
+                &vector(file, &name(Tensor::PostFfnNorm), d)?,
+            ),
+        )),
+        false => None,
+    };
+    match &post_norms {
+        // The product into `h` (free once the q/k/v product has read it), then normed into x.
+        Some((post_attn, _)) => {
+            b.matmul(&wo, &act.attn, &act.h, d, false);
+            post_norm(b, &act.h, post_attn, &act.x, c);
+        }
+        None => b.matmul(&wo, &act.attn, &act.x, d, true),
+    }
 
-    let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name("ffn_norm.weight"), d)?);
+    let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name(Tensor::FfnNorm), d)?);
     let normed = b.normed(&act.x, &ffn_norm, &act.h, d, c.rms_eps);
-    let gate_up_parts = [(name(GATE_UP[0]), ff), (name(GATE_UP[1]), ff)];
-    for (w, col0) in stacked(ctx, file, &gate_up_parts, d)? {
+    for (w, col0) in stacked(ctx, file, &gate_up_parts(plan, l), d)? {
         b.product(normed, &w, &act.gate_up, 2 * ff, col0, false);
     }
-    let input = b.silu_mul(&act.gate_up, &act.ffn_act, ff);
-    let w_down = matrix(ctx, file, &name("ffn_down.weight"), d, ff)?;
-    b.product(input, &w_down, &act.x, d, 0, true);
+    let input = match plan.activation {
+        Activation::Silu => b.silu_mul(&act.gate_up, &act.ffn_act, ff),
+        Activation::GeluTanh => {
+            b.push(
+                Op::GeluMul,
+                None,
+                &[&act.gate_up, &act.ffn_act],
+                &[ff as u32],
+                Grid::Elements { per_token: ff },
+            );
+            Input::Plain(&act.ffn_act)
+        }
+    };
+    let w_down = matrix(ctx, file, &name(Tensor::FfnDown), d, ff)?;
+    match &post_norms {
+        Some((_, post_ffn)) => {
+            b.product(input, &w_down, &act.h, d, 0, false);
+            post_norm(b, &act.h, post_ffn, &act.x, c);
+        }
+        None => b.product(input, &w_down, &act.x, d, 0, true),
+    }
     Ok(())
 }
 
@@ -533,19 +684,30 @@ fn layer(
 fn logits(
     b: &mut Builder,
     file: &GgufFile,
-    c: &ModelConfig,
+    plan: &Plan,
     token_embd: GpuMatrix,
     act: &Activations,
     io: &StepBuffers,
 ) -> Result<(Dispatch, Dispatch)> {
+    let c = &plan.config;
     let (d, vocab) = (c.n_embd, c.vocab_size);
-    let output_norm = b.f32_storage("output_norm", &vector(file, TensorNames::OUTPUT_NORM, d)?);
+    let norm = vector(file, &Tensor::OutputNorm.name(None), d)?;
+    let output_norm = b.f32_storage("output_norm", &norm);
     let normed = b.normed(&act.x, &output_norm, &act.h, d, c.rms_eps);
-    let output = match file.header.tensor(TensorNames::OUTPUT) {
-        Some(_) => matrix(b.ctx, file, TensorNames::OUTPUT, vocab, d)?,
-        None => token_embd,
+    let output = match plan.separate_output {
+        true => matrix(b.ctx, file, &Tensor::Output.name(None), vocab, d)?,
+        false => token_embd,
     };
     b.product(normed, &output, &io.logits, vocab, 0, false);
+    if let Some(cap) = plan.logit_softcap {
+        b.push(
+            Op::Softcap,
+            None,
+            &[&io.logits],
+            &[vocab as u32, cap.to_bits()],
+            Grid::PerToken,
+        );
+    }
     let argmax_dispatch = b.make(
         Op::Argmax,
         None,

@@ -10,11 +10,13 @@ use crate::{GpuContext, GpuError};
 /// Bytes of each buffer of the forward pass (all f32 or u32 words), checked.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct BufferSizes {
-    /// `[MAX_ROWS, n_embd]`: x, h, q, attn.
+    /// `[MAX_ROWS, n_embd]`: x, h.
     pub width: u64,
+    /// `[MAX_ROWS, n_heads * head_dim]`: q, attn.
+    pub q_width: u64,
     /// `[MAX_ROWS, kv_dim]`: the compaction scratch.
     pub kv_rows: u64,
-    /// `[MAX_ROWS, n_embd + 2 kv_dim]`: the q/k/v product.
+    /// `[MAX_ROWS, q_dim + 2 kv_dim]`: the q/k/v product.
     pub qkv: u64,
     /// `[MAX_ROWS, n_ff]`: the gated activation.
     pub ffn: u64,
@@ -74,11 +76,12 @@ impl BufferSizes {
         let r = MAX_ROWS;
         Ok(BufferSizes {
             width: words("activation width", r, c.n_embd, 1)?,
+            q_width: words("query width", r, c.q_dim(), 1)?,
             kv_rows: words("KV width", r, c.kv_dim(), 1)?,
             qkv: words(
                 "q/k/v width",
                 r,
-                c.n_embd.saturating_add(c.kv_dim().saturating_mul(2)),
+                c.q_dim().saturating_add(c.kv_dim().saturating_mul(2)),
                 1,
             )?,
             ffn: words("feed-forward width", r, c.n_ff, 1)?,
@@ -101,9 +104,10 @@ impl BufferSizes {
     }
 
     /// The storage buffers whose size depends on the model: one binding must hold each.
-    fn bindings(&self) -> [u64; 10] {
+    fn bindings(&self) -> [u64; 11] {
         [
             self.width,
+            self.q_width,
             self.kv_rows,
             self.qkv,
             self.ffn,
@@ -165,7 +169,8 @@ impl BufferSizes {
         let activations = sum(
             "activations",
             &[
-                (4, self.width),
+                (2, self.width),
+                (2, self.q_width),
                 (1, self.qkv),
                 (1, self.kv_rows),
                 (1, self.ffn),

@@ -2,7 +2,7 @@
 //! and uploaded (stacked where a layer's products write side by side), and f32 vectors.
 
 use runahead_gguf::{widen_to_q8_0, widens_to_q8_0, GgmlType, GgufFile};
-use runahead_model::{ModelConfig, ModelError, Result, TensorNames};
+use runahead_model::{ModelError, Plan, Result, Tensor};
 
 use crate::{GpuContext, GpuMatrix};
 
@@ -72,9 +72,29 @@ pub(super) fn stacked(
     Ok(out)
 }
 
-/// The matrices a layer stacks into one product ([`stacked`]): q/k/v, and gate/up.
-pub(super) const QKV: [&str; 3] = ["attn_q.weight", "attn_k.weight", "attn_v.weight"];
-pub(super) const GATE_UP: [&str; 2] = ["ffn_gate.weight", "ffn_up.weight"];
+/// The matrices (name, rows) layer `l` stacks into its q/k/v product ([`stacked`]): one fused
+/// `attn_qkv`, whose rows are already that stack, or `attn_q`, `attn_k`, `attn_v`.
+pub(super) fn qkv_parts(plan: &Plan, l: usize) -> Vec<(String, usize)> {
+    let c = &plan.config;
+    match plan.fused_qkv {
+        true => vec![(Tensor::AttnQkv.at(l), c.q_dim() + 2 * c.kv_dim())],
+        false => vec![
+            (Tensor::AttnQ.at(l), c.q_dim()),
+            (Tensor::AttnK.at(l), c.kv_dim()),
+            (Tensor::AttnV.at(l), c.kv_dim()),
+        ],
+    }
+}
+
+/// The matrices layer `l` stacks into its gate/up product: a fused `ffn_up` of twice the rows
+/// (gate first), or `ffn_gate` and `ffn_up`.
+pub(super) fn gate_up_parts(plan: &Plan, l: usize) -> Vec<(String, usize)> {
+    let ff = plan.config.n_ff;
+    match plan.fused_gate_up {
+        true => vec![(Tensor::FfnUp.at(l), 2 * ff)],
+        false => vec![(Tensor::FfnGate.at(l), ff), (Tensor::FfnUp.at(l), ff)],
+    }
+}
 
 /// Whether matrices stacked into one product mix block formats that all re-encode as Q8_0
 /// value for value (Q4_0, Q5_0, Q8_0: `runahead_gguf::widen_to_q8_0`): then they go up as one
@@ -85,14 +105,13 @@ pub(super) fn widens(infos: &[&runahead_gguf::TensorInfo]) -> bool {
 
 /// Bytes the Q8_0 re-encoding of [`widens`] adds to the weights as stored in the file, over
 /// every layer's q/k/v and gate/up (the memory plan counts weights by their file size).
-pub(super) fn widening_growth(file: &GgufFile, c: &ModelConfig) -> Result<u64> {
+pub(super) fn widening_growth(file: &GgufFile, plan: &Plan) -> Result<u64> {
     let mut growth = 0u64;
-    for l in 0..c.n_layers {
-        let name = |w: &str| TensorNames::layer(l, w);
-        for group in [QKV.as_slice(), GATE_UP.as_slice()] {
+    for l in 0..plan.config.n_layers {
+        for group in [qkv_parts(plan, l), gate_up_parts(plan, l)] {
             let infos = group
                 .iter()
-                .map(|w| file.tensor_info(&name(w)))
+                .map(|(name, _)| file.tensor_info(name))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             if widens(&infos) {
                 for info in infos {
