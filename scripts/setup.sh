@@ -143,9 +143,10 @@ setup_npm() {
 }
 
 setup_models() {
-  say "models: SmolLM2-135M-Instruct, Qwen2.5-Coder-0.5B-Instruct"
+  say "models: SmolLM2-135M-Instruct, Qwen2.5-Coder-0.5B-Instruct, Gemma-3-270M"
   "$root/scripts/fetch-models.sh" smollm2
   "$root/scripts/fetch-models.sh" qwen-draft
+  "$root/scripts/fetch-models.sh" gemma3
   say "tokenizer suite: llama.cpp's ggml-vocab files (crates/model/tests/llama_cpp_vocab.rs)"
   "$root/scripts/fetch-vocab-tests.sh"
 }

@@ -66,7 +66,8 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -w "${XDG_RUNTIME_DIR}" ]; then
 fi
 
 # The models the test suite loads, with the scripts/fetch-models.sh set that fetches each.
-MODELS=("SmolLM2-135M-Instruct.Q4_1.gguf smollm2" "Qwen2.5-Coder-0.5B-Instruct.gguf qwen-draft")
+MODELS=("SmolLM2-135M-Instruct.Q4_1.gguf smollm2" "Qwen2.5-Coder-0.5B-Instruct.gguf qwen-draft"
+  "gemma-3-270m-q4_k_m.gguf gemma3")
 
 step_models() {
   local dir=${RUNAHEAD_MODELS:-$root/models} m file set missing=0

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use runahead_grammar::{Grammar, GrammarSpec, Vocabulary};
+use runahead_model::tools::{parse_reply, parse_tools, tool_grammar, Tool, ToolChoice, ToolSyntax};
 use runahead_model::{ChatMessage, LanguageModel, Plan, Step, Tokenizer};
 use runahead_speculate::{
     generate_text_constrained, generation_json, Constraint, Depth, Drafter, GenerateOptions,
@@ -41,7 +42,7 @@ pub fn info(path: &Path) -> Result<()> {
             for (engine, implemented) in [
                 ("f32 reference", Step::ALL),
                 ("CPU engine", runahead_cpu::STEPS),
-                ("GPU engine", &[][..]),
+                ("GPU engine", runahead_gpu::STEPS),
             ] {
                 match plan.require(engine, implemented) {
                     Ok(()) => writeln!(out, "{engine:<13} runs it")?,
@@ -121,6 +122,8 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
     let tok = tokenizer(&file)?;
     // A rendered chat prompt may already start with the BOS text the tokenizer adds:
     // `encode_rendered` keeps one BOS, as llama.cpp does.
+    let tools = read_tools(args)?;
+    let mut tool_syntax = None;
     let prompt = if args.chat {
         let template = chat_template(&file, &tok, "--chat")?;
         let mut messages = Vec::new();
@@ -128,20 +131,27 @@ pub fn generate(args: &GenerateArgs) -> Result<()> {
             messages.push(ChatMessage::new("system", system));
         }
         messages.push(ChatMessage::new("user", &args.prompt));
-        tok.encode_rendered(&template.render_conversation(&messages)?)?
+        if args.tools.is_some() {
+            tool_syntax = Some(template.tool_syntax());
+        }
+        tok.encode_rendered(&template.render_conversation_with_tools(&messages, &tools)?)?
     } else {
         tok.encode(&args.prompt)?
     };
     if prompt.is_empty() {
         bail!("the prompt is empty: give some text with --prompt");
     }
-    let grammar = constraint(args, &tok)?;
+    let grammar = match tool_syntax {
+        Some(syntax) => tools_constraint(args, syntax, &tools, &tok)?,
+        None => constraint(args, &tok)?,
+    };
     let task = Generate {
         tok: &tok,
         prompt: &prompt,
         opts,
         stop,
         grammar,
+        tool_syntax,
         args,
     };
     with_engine(&args.engine, file, &tok, task)
@@ -154,7 +164,41 @@ struct Generate<'a> {
     opts: GenerateOptions,
     stop: StopStrings,
     grammar: Option<Grammar>,
+    /// With --tools: how the reply spells its calls.
+    tool_syntax: Option<ToolSyntax>,
     args: &'a GenerateArgs,
+}
+
+/// The tools of `--tools`, checked (none without it).
+fn read_tools(args: &GenerateArgs) -> Result<Vec<Tool>> {
+    let Some(path) = &args.tools else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--tools: cannot read {}", path.display()))?;
+    let tools: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .with_context(|| format!("--tools {}: expected a JSON array", path.display()))?;
+    Ok(parse_tools(&tools)?)
+}
+
+/// The grammar `--tool-choice` asks for (none for `auto` on a template with its own syntax).
+fn tools_constraint(
+    args: &GenerateArgs,
+    syntax: ToolSyntax,
+    tools: &[Tool],
+    tok: &Tokenizer,
+) -> Result<Option<Grammar>> {
+    let choice = match args.tool_choice.as_str() {
+        "auto" => ToolChoice::Auto,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::Function(name.to_owned()),
+    };
+    let Some(lark) = tool_grammar(syntax, tools, &choice, args.parallel_tool_calls)? else {
+        return Ok(None);
+    };
+    let vocab = Vocabulary::new(tok).context("--tools")?;
+    let grammar = Grammar::new(&vocab, &GrammarSpec::Lark(lark)).context("--tools")?;
+    Ok(Some(grammar))
 }
 
 /// The grammar `--json-schema` or `--grammar` gives, compiled over the model's vocabulary
@@ -212,7 +256,26 @@ impl EngineTask for Generate<'_> {
         let s = &result.stats;
         let backend = args.engine.backend.name();
         if args.json {
-            let out = generation_json(&result, tok, backend, &args.engine.draft);
+            let mut out = generation_json(&result, tok, backend, &args.engine.draft);
+            if let (Some(syntax), Some(fields)) = (self.tool_syntax, out.as_object_mut()) {
+                let text = result.text.clone().unwrap_or_else(|| {
+                    let kept: Vec<u32> = result
+                        .tokens
+                        .iter()
+                        .copied()
+                        .filter(|&t| !tok.is_end(t))
+                        .collect();
+                    tok.decode(&kept)
+                });
+                let reply = parse_reply(syntax, &text);
+                let calls: Vec<serde_json::Value> = reply
+                    .calls
+                    .iter()
+                    .map(|c| serde_json::json!({"name": c.name, "arguments": c.arguments}))
+                    .collect();
+                fields.insert("content".into(), reply.content.into());
+                fields.insert("tool_calls".into(), calls.into());
+            }
             println!("{out}");
         } else {
             println!();

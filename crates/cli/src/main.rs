@@ -76,6 +76,23 @@ struct GenerateArgs {
     /// is `start: /REGEX/`.
     #[arg(long, value_name = "FILE")]
     grammar: Option<std::path::PathBuf>,
+    /// With --chat: tools the model may call. FILE holds a JSON array of OpenAI tool
+    /// definitions (`{"type": "function", "function": {"name", "description", "parameters"}}`);
+    /// the calls in the reply are printed as --json's `tool_calls`.
+    #[arg(long, value_name = "FILE", requires = "chat", conflicts_with_all = ["json_schema", "grammar"])]
+    tools: Option<std::path::PathBuf>,
+    /// With --tools: `auto` (the model answers or calls), `required` (at least one call) or a
+    /// tool's name (a call of that tool); a grammar makes required and named calls well-formed.
+    #[arg(
+        long,
+        value_name = "CHOICE",
+        default_value = "auto",
+        requires = "tools"
+    )]
+    tool_choice: String,
+    /// With --tools: a reply may make several calls (one without it).
+    #[arg(long, requires = "tools")]
+    parallel_tool_calls: bool,
     /// Print one JSON object with tokens, text and stats when done.
     #[arg(long)]
     json: bool,

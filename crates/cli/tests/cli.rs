@@ -41,7 +41,9 @@ fn info_describes_the_model() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for needle in [
-        "Llama",
+        "architecture  llama",
+        "CPU engine    runs it",
+        "GPU engine    runs it",
         "layers        30",
         "Q4_1",
         "pre 'smollm'",

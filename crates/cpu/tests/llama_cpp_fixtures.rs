@@ -124,7 +124,6 @@ const GEMMA_LOGIT_TOL: f32 = 2.0;
 /// Gemma-3-270M (sliding-window layers of 512 slots, none reached by these prompts of 60-odd
 /// positions: the window is checked on generated models, tests/engine.rs), every case.
 #[test]
-#[ignore = "needs models/gemma-3-270m-q4_k_m.gguf (scripts/fetch-models.sh gemma3), which CI does not fetch; run with --ignored"]
 fn gemma3_270m_sits_near_llama_cpp() {
     check(
         "gemma-3-270m-q4_k_m.gguf",

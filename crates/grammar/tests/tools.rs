@@ -64,7 +64,9 @@ fn replies(name: &str, choice: &ToolChoice) -> (ToolSyntax, String, String) {
         .unwrap();
     let prompt = tok.encode_rendered(&prompt).unwrap();
     let syntax = template.tool_syntax();
-    let lark = tool_grammar(syntax, &tools, choice).unwrap().unwrap();
+    let lark = tool_grammar(syntax, &tools, choice, false)
+        .unwrap()
+        .unwrap();
     let vocab = Vocabulary::new(&tok).unwrap();
     let options = CpuOptions {
         context: Some(1024),

@@ -148,13 +148,15 @@ fn call_schema(tools: &[Tool], only: Option<&str>) -> Value {
     }
 }
 
-/// The grammar (llguidance's Lark syntax) a reply must match under `choice`, or `None` when the
-/// reply is free text (Hermes with [`ToolChoice::Auto`]: the model writes a call or an answer
-/// and [`parse_reply`] tells which).
+/// The grammar (llguidance's Lark syntax) a reply must match under `choice`: one call, or one
+/// or more with `parallel` (OpenAI's `parallel_tool_calls`). `None` when the reply is free text
+/// (Hermes with [`ToolChoice::Auto`]: the model writes a call or an answer and [`parse_reply`]
+/// tells which).
 pub fn tool_grammar(
     syntax: ToolSyntax,
     tools: &[Tool],
     choice: &ToolChoice,
+    parallel: bool,
 ) -> Result<Option<String>> {
     let only = match choice {
         ToolChoice::Function(name) => {
@@ -172,22 +174,27 @@ pub fn tool_grammar(
             "tool_choice needs at least one tool".into(),
         ));
     }
-    let call = call_schema(tools, only);
+    let mut call = call_schema(tools, only);
     let grammar = match (syntax, choice) {
         (ToolSyntax::Hermes, ToolChoice::Auto) => return Ok(None),
         // `<tool_call>` and `</tool_call>` are the vocabulary's own tokens in these models.
-        (ToolSyntax::Hermes, _) => format!(
-            "start: call (\"\\n\" call)*\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\n\
-             body: %json {call}\n"
-        ),
+        (ToolSyntax::Hermes, _) => {
+            with_layout(&mut call);
+            let more = if parallel { " (\"\\n\" call)*" } else { "" };
+            format!(
+                "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\n\
+                 body: %json {call}\n"
+            )
+        }
         (ToolSyntax::Json, choice) => {
             let calls = json!({
                 "type": "object",
-                "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1}},
+                "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
+                                              "maxItems": if parallel { 128 } else { 1 }}},
                 "required": ["tool_calls"],
                 "additionalProperties": false,
             });
-            let schema = match choice {
+            let mut schema = match choice {
                 ToolChoice::Auto => json!({"anyOf": [calls, {
                     "type": "object",
                     "properties": {"response": {"type": "string"}},
@@ -196,10 +203,23 @@ pub fn tool_grammar(
                 }]}),
                 _ => calls,
             };
+            with_layout(&mut schema);
             format!("start: %json {schema}\n")
         }
     };
     Ok(Some(grammar))
+}
+
+/// JSON in one layout, `{"a": 1, "b": [2, 3]}` (as the templates print arguments), with no
+/// other whitespace: keys and separators are then forced tokens, and the model cannot spend its
+/// tokens on indentation.
+fn with_layout(schema: &mut Value) {
+    if let Value::Object(map) = schema {
+        map.insert(
+            "x-guidance".into(),
+            json!({"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": false}),
+        );
+    }
 }
 
 /// The system text [`ToolSyntax::Json`] adds: the tools and the answer's shape.
@@ -429,6 +449,7 @@ mod tests {
             ToolSyntax::Json,
             &tools,
             &ToolChoice::Function("nope".into()),
+            true,
         );
         assert!(e.unwrap_err().to_string().contains("nope"));
     }
@@ -437,17 +458,17 @@ mod tests {
     fn grammars_name_the_tools() {
         let tools = weather();
         assert_eq!(
-            tool_grammar(ToolSyntax::Hermes, &tools, &ToolChoice::Auto).unwrap(),
+            tool_grammar(ToolSyntax::Hermes, &tools, &ToolChoice::Auto, true).unwrap(),
             None
         );
-        let g = tool_grammar(ToolSyntax::Hermes, &tools, &ToolChoice::Required)
+        let g = tool_grammar(ToolSyntax::Hermes, &tools, &ToolChoice::Required, false)
             .unwrap()
             .unwrap();
         assert!(
             g.contains("<tool_call>") && g.contains("\"const\":\"get_weather\""),
             "{g}"
         );
-        let g = tool_grammar(ToolSyntax::Json, &tools, &ToolChoice::Auto)
+        let g = tool_grammar(ToolSyntax::Json, &tools, &ToolChoice::Auto, true)
             .unwrap()
             .unwrap();
         assert!(g.contains("response") && g.contains("tool_calls"), "{g}");
