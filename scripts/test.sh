@@ -144,7 +144,8 @@ step_e2e() {
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
     "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs" \
-    "$root/tests/e2e/openai.test.mjs" "$root/tests/e2e/probe.test.mjs"
+    "$root/tests/e2e/openai.test.mjs" "$root/tests/e2e/structured.test.mjs" \
+    "$root/tests/e2e/probe.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_aarch64() { "$root/scripts/aarch64.sh" test; }
