@@ -6,7 +6,7 @@
 // none for a cancelled one (as the SDK's aborted requests have none), 500 for the rest.
 const REQUEST_ERRORS = new Set([
   'invalid_option', 'invalid_messages', 'invalid_sampling', 'empty_prompt', 'prompt_too_long',
-  'chat_template', 'tokenizer', 'invalid_source',
+  'chat_template', 'tokenizer', 'invalid_source', 'grammar',
 ]);
 
 function statusOf(code) {
