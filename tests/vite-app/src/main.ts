@@ -101,10 +101,12 @@ async function main(): Promise<void> {
   ];
   let answer = '';
   const stream: AsyncIterable<ChatCompletionChunk> = await model.chat.completions.create({
-    messages, stream: true, max_tokens: 4, temperature: 0, stop: ['\n\n'],
+    messages, stream: true, stream_options: { include_usage: true }, max_tokens: 4, temperature: 0,
+    stop: ['\n\n'],
   });
   for await (const chunk of stream) {
-    answer += chunk.choices[0].delta.content ?? '';
+    // The last chunk (include_usage) has no choices, only the usage.
+    answer += chunk.choices[0]?.delta.content ?? '';
     if (chunk.usage) output.append(`\ncached ${chunk.usage.prompt_tokens_details.cached_tokens}`);
   }
   messages.push({ role: 'assistant', content: answer }, { role: 'user', content: 'And of Italy?' });
