@@ -107,22 +107,8 @@ pub struct LayerWeights {
     pub w_down: MatrixRef, // [n_embd, n_ff]
 }
 
-/// The steps of a [`Plan`] this engine executes (all but sliding-window attention and a
-/// non-default attention scale, which its attention kernels do not take yet).
-pub const STEPS: &[Step] = &[
-    Step::HeadDim,
-    Step::QkNorm,
-    Step::PostNorms,
-    Step::GeluTanh,
-    Step::FusedQkv,
-    Step::FusedGateUp,
-    Step::EmbeddingScale,
-    Step::SlidingWindow,
-    Step::LayerRope,
-    Step::RopeFactors,
-    Step::AttentionScale,
-    Step::LogitSoftcap,
-];
+/// The steps of a [`Plan`] this engine executes: all of them.
+pub const STEPS: &[Step] = Step::ALL;
 
 pub struct Weights {
     pub plan: Plan,

@@ -269,20 +269,7 @@ enum Input<'b> {
 }
 
 /// The steps of a [`Plan`] this engine executes: all of them.
-pub const STEPS: &[Step] = &[
-    Step::HeadDim,
-    Step::QkNorm,
-    Step::PostNorms,
-    Step::GeluTanh,
-    Step::FusedQkv,
-    Step::FusedGateUp,
-    Step::EmbeddingScale,
-    Step::SlidingWindow,
-    Step::LayerRope,
-    Step::RopeFactors,
-    Step::AttentionScale,
-    Step::LogitSoftcap,
-];
+pub const STEPS: &[Step] = Step::ALL;
 
 pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
     // Checks every hyper-parameter; a step this engine does not run is refused by name.
