@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use runahead_fuzz_common::{models_dir, ChatInput, QWEN, SMOLLM2};
 use runahead_gguf::{GgmlType, GgufFile, GgufWriter, Metadata, Value, ValueType};
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::{ChatMessage, ModelConfig};
+use runahead_model::{ChatMessage, Plan};
 
 /// Tokens kept (besides control tokens) in the seeds cut from the real models: enough for
 /// real merges to apply, few enough that a seed stays tens of KB.
@@ -178,8 +178,10 @@ fn small_model(tiny: &GgufFile) -> Vec<u8> {
         .header
         .metadata;
     let vocab = meta.array("tokenizer.ggml.tokens").expect("tokens").len();
-    let config = ModelConfig::from_metadata(&meta, vocab).expect("small config");
-    for spec in config.tensors(false) {
+    // A tied output (no `output.weight`) and llama's separate projections.
+    let has_tensor = |name: &str| name != "output.weight";
+    let plan = Plan::from_metadata(&meta, vocab, &has_tensor).expect("small plan");
+    for spec in plan.tensors() {
         let n: u64 = spec.shape.iter().product();
         if spec.shape.len() == 1 {
             w.tensor_f32(&spec.name, &spec.shape, &vec![1.0; n as usize]);
