@@ -110,7 +110,8 @@ step_wasm_clippy() {
   "$root/scripts/wasm.sh" pkg-threads
 }
 # The browser tests on both single-threaded builds: every kernel against the scalar one, with
-# plain SIMD and with relaxed SIMD.
+# plain SIMD and with relaxed SIMD (there the CPU crate's and the page API's tests, the code it
+# changes).
 step_browser() {
   "$root/scripts/wasm.sh" test
   WASM_RELAXED=1 "$root/scripts/wasm.sh" test

@@ -84,9 +84,20 @@ if [ "$cmd" = pkg-threads ]; then
     WASM_RUSTFLAGS+=" -C link-arg=--export=$sym"
   done
 fi
-# Relaxed SIMD (Chrome 114 on): its own builds, std included, like the threaded one's.
+# Relaxed SIMD (Chrome 114 on): for runahead-cpu alone, whose kernels are the only code that
+# uses it, through a profile override of that package's flags (cargo's unstable
+# profile-rustflags). Every other crate, std included, compiles as in the build without it, so
+# a relaxed build starts from a copy of that build and recompiles runahead-cpu and the crates
+# above it, not std and every dependency again (minutes on 2 cores). Its own target dir still:
+# the two builds' runahead_web .wasm have the same name.
+relaxed_args=()
 if [ "$relaxed" = 1 ]; then
-  WASM_RUSTFLAGS+=" -C target-feature=+relaxed-simd"
+  relaxed_args=(-Zprofile-rustflags
+    --config 'profile.release.package.runahead-cpu.rustflags=["-Ctarget-feature=+relaxed-simd"]')
+  # The CPU crate's browser tests check that the override took (option_env! at compile time).
+  export RUNAHEAD_WASM_RELAXED=1
+else
+  unset RUNAHEAD_WASM_RELAXED
 fi
 # The caller's own flags, kept for the relaxed build `pkg` runs after the plain one (inheriting
 # the plain build's would make its flags differ from the relaxed browser tests' and rebuild it).
@@ -124,17 +135,27 @@ if [ -z "${CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER:-}" ] && ! command -v rust
     die "no wasm linker: neither rust-lld nor LLVM's wasm-ld found (install lld-22; scripts/setup.sh does)"
 fi
 
-# The host half of a build (build scripts, proc macros) does not see the wasm32 flags: a first
-# threaded or relaxed build starts from the plain single-threaded build's (a copy: cargo may
-# rewrite files in place), which saves compiling them again (syn, serde_derive, wasm-bindgen's
-# macros; minutes on 2 cores).
+# A first relaxed build starts from a copy of the same build without relaxed SIMD (a copy: cargo
+# may rewrite files in place), where only runahead-cpu and the crates above it differ. A first
+# threaded build starts from the single-threaded one: the host half of a build (build scripts,
+# proc macros: syn, serde_derive, wasm-bindgen's macros) does not see the wasm32 flags.
 seed_from_plain_build() {
-  local plain=${WASM_TARGET_DIR:-$root/target-wasm}/release
-  if [ "$CARGO_TARGET_DIR" != "${WASM_TARGET_DIR:-$root/target-wasm}" ] &&
-    [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$plain" ]; then
-    mkdir -p "$CARGO_TARGET_DIR"
-    cp -a "$plain" "$CARGO_TARGET_DIR/release"
+  local plain=${WASM_TARGET_DIR:-$root/target-wasm} dir
+  if [ "$cmd" = pkg-threads ] && [ "$relaxed" = 1 ] &&
+    [ -d "${WASM_THREADS_TARGET_DIR:-$root/target-wasm-threads}/release" ]; then
+    plain=${WASM_THREADS_TARGET_DIR:-$root/target-wasm-threads}
   fi
+  [ "$CARGO_TARGET_DIR" != "$plain" ] && [ ! -d "$CARGO_TARGET_DIR/release" ] &&
+    [ -d "$plain/release" ] || return 0
+  # The host half (release/), and for a relaxed build the wasm32 half too.
+  local dirs=(release)
+  if [ "$relaxed" = 1 ]; then dirs+=("$TARGET/release"); fi
+  for dir in "${dirs[@]}"; do
+    if [ -d "$plain/$dir" ]; then
+      mkdir -p "$(dirname "$CARGO_TARGET_DIR/$dir")"
+      cp -a "$plain/$dir" "$CARGO_TARGET_DIR/$dir"
+    fi
+  done
 }
 
 # This script's command again for the relaxed SIMD build, with the caller's environment.
@@ -171,11 +192,17 @@ bindgen_into() {
 
 pkgs=()
 for c in "${WASM_CRATES[@]}"; do pkgs+=(-p "$c"); done
-common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${pkgs[@]}")
+common=(--target "$TARGET" "-Zbuild-std=std,panic_abort" "${relaxed_args[@]}" "${pkgs[@]}")
 
-# The browser tests' build, which is also the package's (see the top).
-browser_tests=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort"
-  -p runahead-cpu -p runahead-gpu -p runahead-web --test browser --test forward_cost)
+# The browser tests' build, which is also the package's (see the top). With relaxed SIMD, the
+# tests of the crates whose code it changes: the CPU engine's kernels and the page's API over
+# them (the GPU engine's tests would run the same WGSL again).
+browser_tests=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" "${relaxed_args[@]}")
+if [ "$relaxed" = 1 ]; then
+  browser_tests+=(-p runahead-cpu -p runahead-web --test browser)
+else
+  browser_tests+=(-p runahead-cpu -p runahead-gpu -p runahead-web --test browser --test forward_cost)
+fi
 
 case "$cmd" in
   clippy)
@@ -200,7 +227,7 @@ case "$cmd" in
     export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
     export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
     export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-600}
-    echo "wasm.sh: browser tests ($TARGET${relaxed:+, relaxed SIMD}) runahead-cpu runahead-gpu runahead-web"
+    echo "wasm.sh: browser tests ($TARGET${relaxed:+, relaxed SIMD}): ${browser_tests[*]}"
     seed_from_plain_build
     "$CARGO" test "${browser_tests[@]}" "$@"
     ;;
@@ -231,7 +258,8 @@ for line in sys.stdin:
     command -v wasm-bindgen >/dev/null || die "wasm-bindgen not found: scripts/setup.sh installs it"
     echo "wasm.sh: pkg-threads: runahead-web with atomics and shared memory ($TARGET${relaxed:+, relaxed SIMD})"
     seed_from_plain_build
-    threaded=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" -p runahead-web --lib)
+    threaded=(--profile release --target "$TARGET" "-Zbuild-std=std,panic_abort" "${relaxed_args[@]}"
+      -p runahead-web --lib)
     wasm=$("$CARGO" build --message-format=json "${threaded[@]}" "$@" |
       python3 -c '
 import json, sys

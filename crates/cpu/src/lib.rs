@@ -66,5 +66,5 @@ mod weights;
 
 pub use engine::{default_threads, CpuEngine, CpuOptions};
 pub use error::CpuError;
-pub use kernels::{Isa, Kernels};
+pub use kernels::{Isa, Kernels, RELAXED_SIMD};
 pub use weights::STEPS;

@@ -29,6 +29,15 @@ fn the_browser_build_uses_simd128() {
     assert_eq!(Kernels::best().isa(), Isa::Simd128);
 }
 
+/// scripts/wasm.sh enables relaxed SIMD for this crate alone (a cargo profile override) and
+/// says so in `RUNAHEAD_WASM_RELAXED`: the relaxed run must test the relaxed kernels.
+#[wasm_bindgen_test]
+fn the_relaxed_build_has_relaxed_simd() {
+    let asked = option_env!("RUNAHEAD_WASM_RELAXED") == Some("1");
+    assert_eq!(runahead_cpu::RELAXED_SIMD, asked);
+    assert_eq!(Isa::Simd128.name() == "simd128+relaxed", asked);
+}
+
 #[wasm_bindgen_test]
 fn simd128_kernels_equal_the_scalar_kernels_bit_for_bit() {
     equals_scalar(simd());

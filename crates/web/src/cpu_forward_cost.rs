@@ -74,7 +74,7 @@ pub async fn measure(
     Ok(CpuForwardCost {
         backend: "cpu",
         kernels: format!("{:?}", engine.isa()),
-        relaxed_simd: cfg!(target_feature = "relaxed-simd"),
+        relaxed_simd: runahead_cpu::RELAXED_SIMD,
         threads: engine.threads(),
         prompt_tokens: tokens.len(),
         forwards,

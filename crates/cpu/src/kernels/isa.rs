@@ -6,6 +6,10 @@ use super::Kernels;
 /// Environment variable that forces the portable kernels (`RUNAHEAD_CPU_KERNELS=scalar`).
 pub const KERNELS_ENV: &str = "RUNAHEAD_CPU_KERNELS";
 
+/// Whether this crate is built with WebAssembly relaxed SIMD. scripts/wasm.sh enables it for
+/// this crate alone, so a dependent crate's own `cfg!` does not see it: it asks here.
+pub const RELAXED_SIMD: bool = cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"));
+
 /// An instruction set the kernels are written for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
@@ -35,7 +39,7 @@ impl Isa {
             Isa::Avx512 => "avx512vnni",
             // The build decides (WebAssembly has no runtime detection): the package loads the
             // relaxed SIMD build where the browser validates it.
-            Isa::Simd128 if cfg!(target_feature = "relaxed-simd") => "simd128+relaxed",
+            Isa::Simd128 if RELAXED_SIMD => "simd128+relaxed",
             Isa::Simd128 => "simd128",
             Isa::Neon => "neon",
         }

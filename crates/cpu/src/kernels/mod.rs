@@ -53,7 +53,7 @@ use crate::packed;
 use crate::packed_k;
 use crate::q8::{BlockQ8K, Q8Slice};
 
-pub use isa::{Isa, KERNELS_ENV};
+pub use isa::{Isa, KERNELS_ENV, RELAXED_SIMD};
 
 /// The kernels of an instruction set this machine has: the only way to reach SIMD code, so
 /// holding a `Kernels` proves the features were detected.
