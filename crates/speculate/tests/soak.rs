@@ -1,5 +1,5 @@
-//! Soak: long generations on the CPU reference. 10,000 greedy tokens with every drafter equal
-//! plain decoding token for token, with a cache that grows to 10,000 entries: the retrieval
+//! Soak: long generations on the CPU reference. Thousands of greedy tokens with every drafter
+//! equal plain decoding token for token, with a cache that grows to as many entries: the retrieval
 //! drafters have thousands of drafts accepted (a tiny random model's greedy text soon
 //! repeats), the unrelated draft model has tens of thousands rejected (one rollback per step).
 //! A generation cancelled at every position of its first steps leaves the model and drafter
@@ -17,13 +17,20 @@ use runahead_speculate::{
     NgramDrafter, SamplingParams, StopReason, SuffixDrafter,
 };
 
-const SOAK_TOKENS: usize = 10_000;
+/// Tokens per generation: 2,000 by default (CI), `RUNAHEAD_SOAK_TOKENS=10000` for the long soak
+/// (docs/testing.md; attention makes its cost grow with the square of the length).
+fn soak_tokens() -> usize {
+    std::env::var("RUNAHEAD_SOAK_TOKENS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
 
-/// One layer keeps 10,000 tokens of attention affordable; width 256 so every block format fits.
+/// One layer keeps long generations affordable; width 256 so every block format fits.
 fn spec(seed: u64) -> TinyModel {
     TinyModel {
         n_layers: 1,
-        context: SOAK_TOKENS + 64,
+        context: soak_tokens() + 64,
         seed,
         ..TinyModel::llama()
     }
@@ -70,9 +77,10 @@ fn run(
 
 /// What a soak run must have exercised besides equality.
 enum Expect {
-    /// Thousands of drafted tokens accepted.
+    /// More drafted tokens accepted than a tenth of the generation.
     Accepted,
-    /// Thousands of drafted tokens rejected: a cache rollback at nearly every step.
+    /// More drafted tokens rejected than a tenth of the generation: a cache rollback at nearly
+    /// every step.
     Rejected,
 }
 
@@ -83,23 +91,30 @@ fn soak(name: &str, mut drafter: Box<dyn Drafter>, depth: usize, expect: Expect)
     let p = prompt(m.config().vocab_size);
     // Plain decoding once for every test of this binary.
     static PLAIN: OnceLock<Generation> = OnceLock::new();
-    let plain = PLAIN.get_or_init(|| run(&mut load(&spec(1)), None, &p, SOAK_TOKENS, 0, None));
-    assert_eq!(plain.tokens.len(), SOAK_TOKENS);
-    let spec_run = run(&mut m, Some(drafter.as_mut()), &p, SOAK_TOKENS, depth, None);
+    let plain = PLAIN.get_or_init(|| run(&mut load(&spec(1)), None, &p, soak_tokens(), 0, None));
+    assert_eq!(plain.tokens.len(), soak_tokens());
+    let spec_run = run(
+        &mut m,
+        Some(drafter.as_mut()),
+        &p,
+        soak_tokens(),
+        depth,
+        None,
+    );
     let first_diff = plain
         .tokens
         .iter()
         .zip(&spec_run.tokens)
         .position(|(a, b)| a != b);
     assert_eq!(first_diff, None, "{name}: first difference");
-    assert_eq!(spec_run.tokens.len(), SOAK_TOKENS, "{name}");
+    assert_eq!(spec_run.tokens.len(), soak_tokens(), "{name}");
     let s = &spec_run.stats;
     let exercised = match expect {
         Expect::Accepted => s.accepted,
         Expect::Rejected => s.drafted - s.accepted,
     };
     assert!(
-        exercised > 1000,
+        exercised > soak_tokens() / 10,
         "{name}: {} drafted, {} accepted",
         s.drafted,
         s.accepted
@@ -107,7 +122,7 @@ fn soak(name: &str, mut drafter: Box<dyn Drafter>, depth: usize, expect: Expect)
 }
 
 #[test]
-fn ten_thousand_tokens_with_the_ngram_drafter_equal_plain() {
+fn long_generations_with_the_ngram_drafter_equal_plain() {
     soak(
         "ngram",
         Box::new(NgramDrafter::default()),
@@ -117,7 +132,7 @@ fn ten_thousand_tokens_with_the_ngram_drafter_equal_plain() {
 }
 
 #[test]
-fn ten_thousand_tokens_with_the_suffix_drafter_equal_plain() {
+fn long_generations_with_the_suffix_drafter_equal_plain() {
     // A small global index, so requests are evicted while it runs.
     soak(
         "suffix",
@@ -128,14 +143,14 @@ fn ten_thousand_tokens_with_the_suffix_drafter_equal_plain() {
 }
 
 #[test]
-fn ten_thousand_tokens_with_a_draft_model_equal_plain() {
+fn long_generations_with_a_draft_model_equal_plain() {
     // An unrelated model of the same vocabulary: its drafts are mostly rejected.
     let draft = ModelDrafter::new(load(&spec(77)));
     soak("model", Box::new(draft), 2, Expect::Rejected);
 }
 
 #[test]
-fn ten_thousand_tokens_with_the_auto_drafter_equal_plain() {
+fn long_generations_with_the_auto_drafter_equal_plain() {
     let draft = ModelDrafter::new(load(&spec(77)));
     soak(
         "auto",
