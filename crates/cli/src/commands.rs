@@ -6,7 +6,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use runahead_grammar::{Grammar, GrammarSpec, Vocabulary};
 use runahead_model::tools::{parse_reply, parse_tools, tool_grammar, Tool, ToolChoice, ToolSyntax};
-use runahead_model::{ChatMessage, LanguageModel, Plan, Step, Tokenizer};
+use runahead_model::{
+    model_template, ChatMessage, LanguageModel, ModelTemplate, Plan, Step, Tokenizer,
+};
 use runahead_speculate::{
     generate_text_constrained, generation_json, Constraint, Depth, Drafter, GenerateOptions,
     KvTokens, StopStrings,
@@ -101,9 +103,13 @@ pub fn info(path: &Path) -> Result<()> {
         }
         Err(e) => writeln!(out, "tokenizer     unsupported: {e:#}")?,
     }
-    match meta.str("tokenizer.chat_template") {
-        Ok(t) => writeln!(out, "chat template {} bytes of Jinja", t.len())?,
-        Err(_) => writeln!(out, "chat template none")?,
+    match model_template(meta) {
+        Some(ModelTemplate {
+            builtin: Some(name),
+            ..
+        }) => writeln!(out, "chat template built-in {name} (the file has none)")?,
+        Some(t) => writeln!(out, "chat template {} bytes of Jinja", t.source.len())?,
+        None => writeln!(out, "chat template none")?,
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
-use runahead_model::{ChatTemplate, CpuModel, LanguageModel, Tokenizer};
+use runahead_model::{model_template, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
 use runahead_speculate::{Drafter, GenerateOptions, SamplingParams, StopStrings};
 
 use crate::drafting::{build_drafter, depth, DraftBackend, DraftSpec};
@@ -90,14 +90,10 @@ pub fn tokenizer(file: &GgufFile) -> Result<Tokenizer> {
 
 /// The model's chat template; `what` names the option that needs it, for the error.
 pub fn chat_template(file: &GgufFile, tok: &Tokenizer, what: &str) -> Result<ChatTemplate> {
-    let source = file
-        .header
-        .metadata
-        .str("tokenizer.chat_template")
-        .with_context(|| {
-            format!("{what}: the model has no chat template (tokenizer.chat_template)")
-        })?;
-    Ok(ChatTemplate::for_tokenizer(source, tok)?)
+    let template = model_template(&file.header.metadata).with_context(|| {
+        format!("{what}: the model has no chat template (tokenizer.chat_template)")
+    })?;
+    Ok(ChatTemplate::for_tokenizer(template.source, tok)?)
 }
 
 /// Work that runs on whichever engine `--backend` loads.

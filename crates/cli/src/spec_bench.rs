@@ -12,7 +12,9 @@ use runahead_bench::{
 };
 use runahead_gguf::GgufFile;
 use runahead_gpu::GpuModel;
-use runahead_model::{ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer};
+use runahead_model::{
+    model_template, ChatMessage, ChatTemplate, CpuModel, LanguageModel, Tokenizer,
+};
 use runahead_speculate::{
     calibrate, generate_with, CostModel, Depth, Drafter, GenerateOptions, Generation,
     SamplingParams, Stats, MAX_DRAFT,
@@ -114,9 +116,9 @@ pub fn run(
     let file = GgufFile::open(model).with_context(|| format!("cannot load {}", model.display()))?;
     let file = std::sync::Arc::new(file);
     let tok = Tokenizer::from_metadata(&file.header.metadata)?;
-    let template = match file.header.metadata.str("tokenizer.chat_template") {
-        Ok(src) => Some(ChatTemplate::for_tokenizer(src, &tok)?),
-        Err(_) => None,
+    let template = match model_template(&file.header.metadata) {
+        Some(t) => Some(ChatTemplate::for_tokenizer(t.source, &tok)?),
+        None => None,
     };
     let mut encoded = Vec::new();
     for s in &suites {

@@ -17,8 +17,11 @@ use crate::{ModelError, Result};
 use tools::{template_tools, with_json_tools_prompt, Tool, ToolSyntax};
 
 mod builtins;
+mod model_template;
 mod namespace_guard;
 pub mod tools;
+
+pub use model_template::{model_template, ModelTemplate};
 
 use builtins::{
     break_namespace_cycles, check_format_fields, format, join, namespace, tojson, CappedWriter,

@@ -21,8 +21,8 @@ pub use arch::{
 };
 pub use chat::tools;
 pub use chat::{
-    check_conversation, ChatMessage, ChatTemplate, CHAT_ROLES, MAX_MESSAGES, TEMPLATE_FUEL,
-    TEMPLATE_OUTPUT_SLACK,
+    check_conversation, model_template, ChatMessage, ChatTemplate, ModelTemplate, CHAT_ROLES,
+    MAX_MESSAGES, TEMPLATE_FUEL, TEMPLATE_OUTPUT_SLACK,
 };
 pub use config::{ModelConfig, RopeMode, TensorNames};
 pub use cpu::{gelu_tanh, CpuModel, Rope};

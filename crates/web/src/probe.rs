@@ -11,7 +11,9 @@
 use std::collections::BTreeMap;
 
 use runahead_gguf::{Gguf, GgufError, DEFAULT_HEADER_BUDGET};
-use runahead_model::{check_header_tensors, ChatTemplate, ModelConfig, ModelError, Tokenizer};
+use runahead_model::{
+    check_header_tensors, model_template, ChatTemplate, ModelConfig, ModelError, Tokenizer,
+};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -243,8 +245,15 @@ fn describe(header: &Gguf, file_size: Option<u64>, context: Option<usize>) -> Pr
         )),
     };
     let tokenizer = Tokenizer::from_metadata(meta);
-    let chat_template = meta.get("tokenizer.chat_template").map(|_| {
-        let source = meta.str("tokenizer.chat_template")?;
+    // The file's template (a key that is not a string is its error), or a built-in one.
+    let builtin = meta.get("tokenizer.chat_template").is_none();
+    let template = model_template(meta).filter(|t| t.builtin.is_none() || builtin);
+    let present = meta.get("tokenizer.chat_template").is_some() || template.is_some();
+    let chat_template = present.then(|| {
+        let source = match template {
+            Some(t) => t.source,
+            None => meta.str("tokenizer.chat_template")?,
+        };
         let (bos, eos) = match &tokenizer {
             Ok(t) => {
                 let special = |id: Option<u32>| id.map(|i| t.token_text(i)).unwrap_or_default();
