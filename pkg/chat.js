@@ -18,8 +18,28 @@ const FINISH_REASONS = {
   context_full: 'length',
 };
 
-function finishReason(stats) {
-  return FINISH_REASONS[stats.stop_reason] ?? 'stop';
+function finishReason(result) {
+  if (result.tool_calls?.length > 0) return 'tool_calls';
+  return FINISH_REASONS[result.stats.stop_reason] ?? 'stop';
+}
+
+// The calls a reply made in OpenAI's shape, each with an id the next turn's `tool` message
+// answers (`tool_call_id`).
+function toolCalls(result) {
+  return result.tool_calls.map((c) => ({
+    id: `call_${Math.random().toString(36).slice(2, 12)}`,
+    type: 'function',
+    function: { name: c.name, arguments: c.arguments },
+  }));
+}
+
+// The assistant's message of a result: with tools, the reply's text without its calls and the
+// calls; `content` is null when the reply is calls only, as OpenAI's.
+function assistantMessage(result) {
+  if (result.tool_calls === undefined) return { role: 'assistant', content: result.text, refusal: null };
+  const calls = result.tool_calls.length > 0 ? { tool_calls: toolCalls(result) } : {};
+  const content = result.content === '' && calls.tool_calls ? null : result.content;
+  return { role: 'assistant', content, refusal: null, ...calls };
 }
 
 function usage(stats) {
@@ -66,7 +86,7 @@ function header(model) {
 const PARAMS = {
   draft: 'draft', depth: 'depth', stop: 'stop', temperature: 'temperature', 'top-p': 'top_p',
   frequency_penalty: 'frequency_penalty', presence_penalty: 'presence_penalty', logit_bias: 'logit_bias',
-  top_logprobs: 'top_logprobs',
+  top_logprobs: 'top_logprobs', tools: 'tools', toolChoice: 'tool_choice',
 };
 
 function requestError(e, grammarParam) {
@@ -77,7 +97,7 @@ function requestError(e, grammarParam) {
     error.param ??= grammarParam;
   }
   if (error.param === null && error.status === 400) {
-    const name = /^([a-z_-]+):/.exec(error.message)?.[1];
+    const name = /^([a-zA-Z_-]+)(?:\[\d+\])?[:.]/.exec(error.message)?.[1];
     if (name in PARAMS) error.param = PARAMS[name];
     else if (error.code === 'invalid_messages' || error.code === 'chat_template') error.param = 'messages';
   }
@@ -119,7 +139,7 @@ class ChatCompletionStream {
   }
 }
 
-async function* streamChunks({ generation, iterator, first, head, includeUsage, logprobs, seed, release }) {
+async function* streamChunks({ generation, iterator, first, head, includeUsage, logprobs, toolsCalled, seed, release }) {
   const chunk = (delta, finish, lp = null) => ({
     ...head,
     object: 'chat.completion.chunk',
@@ -130,14 +150,22 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
   try {
     yield chunk({ role: 'assistant', content: '', refusal: null }, null);
     for (let step = first; !step.done; step = await iterator.next()) {
-      if (step.value.text) yield chunk({ content: step.value.text }, null);
+      // A reply that may call tools is read whole before it is known to be text or calls:
+      // its content and calls arrive with the last chunks.
+      if (step.value.text && !toolsCalled) yield chunk({ content: step.value.text }, null);
     }
     const result = await generation.result;
     finished = true;
+    if (toolsCalled) {
+      if (result.content) yield chunk({ content: result.content }, null);
+      if (result.tool_calls.length > 0) {
+        yield chunk({ tool_calls: toolCalls(result).map((call, index) => ({ index, ...call })) }, null);
+      }
+    }
     // With logprobs, those of every token arrive with the finish_reason (concatenating the chunks'
     // `logprobs.content` gives the whole list, as with OpenAI's).
     const lp = logprobs ? openaiLogprobs(result) : null;
-    yield { ...chunk({}, finishReason(result.stats), lp), runahead: extension(result, seed) };
+    yield { ...chunk({}, finishReason(result), lp), runahead: extension(result, seed) };
     if (includeUsage) {
       yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(result.stats) };
     }
@@ -154,7 +182,7 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
 }
 
 async function create(model, body, requestOptionsArg) {
-  const { messages, options, stream, includeUsage, logprobs, n, seed, signal: bodySignal } = requestOptions(body, model.info());
+  const { messages, options, stream, includeUsage, logprobs, n, seed, toolsCalled, signal: bodySignal } = requestOptions(body, model.info());
   const grammarParam = options.grammar === undefined ? undefined : body.grammar == null ? 'response_format' : 'grammar';
   const signals = [requestOptionsArg?.signal, bodySignal].filter((s) => s !== undefined && s !== null);
   for (const s of signals) {
@@ -196,9 +224,9 @@ async function create(model, body, requestOptionsArg) {
       object: 'chat.completion',
       choices: results.map(({ result }, index) => ({
         index,
-        message: { role: 'assistant', content: result.text, refusal: null },
+        message: assistantMessage(result),
         logprobs: logprobs ? openaiLogprobs(result) : null,
-        finish_reason: finishReason(result.stats),
+        finish_reason: finishReason(result),
       })),
       usage: total,
       runahead: { ...extension(first, seed), ...(n > 1 ? { choices: results.map(({ result, seed: s }) => extension(result, s)) } : {}) },
@@ -221,7 +249,7 @@ async function create(model, body, requestOptionsArg) {
     release();
     throw abortError('the request');
   }
-  const chunks = streamChunks({ generation, iterator, first, head, includeUsage, logprobs, seed, release });
+  const chunks = streamChunks({ generation, iterator, first, head, includeUsage, logprobs, toolsCalled, seed, release });
   return new ChatCompletionStream(chunks, controller);
 }
 

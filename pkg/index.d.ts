@@ -325,9 +325,39 @@ export interface GenerateOptions {
   presencePenalty?: number;
   /** Token id -> bias added to its logit, -100 to 100 (-100 bans the token). */
   logitBias?: Record<string, number>;
+  /**
+   * Functions the model may call, rendered into the prompt by the chat template (needs
+   * messages or `chat: true`). With a `toolChoice` other than 'none' the result has `content`
+   * and `tool_calls`.
+   */
+  tools?: readonly ChatCompletionFunctionTool[];
+  /** OpenAI's tool_choice: 'auto' (the default), 'none', 'required' or one function by name. */
+  toolChoice?: ChatCompletionToolChoiceOption;
+  /** Whether one reply may make several calls (default true). */
+  parallelToolCalls?: boolean;
   /** Aborting stops the generation after the token being verified. */
   signal?: AbortSignal;
 }
+
+/** A function the model may call (OpenAI's `ChatCompletionFunctionTool`). */
+export interface ChatCompletionFunctionTool {
+  type: 'function';
+  function: {
+    /** Letters, digits, '_' and '-'. */
+    name: string;
+    description?: string;
+    /** A JSON schema of the arguments (an object); the call's arguments match it. */
+    parameters?: Record<string, unknown>;
+    strict?: boolean | null;
+  };
+}
+
+/** 'required': at least one call; a named function: a call of it. */
+export type ChatCompletionToolChoiceOption =
+  | 'none'
+  | 'auto'
+  | 'required'
+  | { type: 'function'; function: { name: string } };
 
 /** One token's log-probability (`result.logprobs`). */
 export interface TokenLogprob {
@@ -407,6 +437,10 @@ export interface GenerationResult {
    * before top-k and top-p; the same with and without speculative decoding.
    */
   logprobs?: TokenLogprob[];
+  /** With `tools` (and a toolChoice other than 'none'): the reply's text without its calls. */
+  content?: string;
+  /** With `tools`: the calls the reply made, `arguments` as JSON text. */
+  tool_calls?: { name: string; arguments: string }[];
 }
 
 export interface Generation extends AsyncIterable<Chunk> {
@@ -607,7 +641,7 @@ export interface ChatCompletionCreateParamsBase {
   prompt_cache_options?: unknown;
   /** Accepted and ignored. */
   prompt_cache_retention?: string | null;
-  /** Accepted and ignored (no tools are called). */
+  /** Whether one reply may make several calls (default true). */
   parallel_tool_calls?: boolean;
   /** Accepted and ignored: a latency hint, the text is the same without it. */
   prediction?: unknown;
@@ -631,10 +665,18 @@ export interface ChatCompletionCreateParamsBase {
    * (constrained token by token, `strict` or not; speculative decoding stays on).
    */
   response_format?: ResponseFormat | null;
-  /** Refused unless empty. */
-  tools?: readonly unknown[];
-  /** Refused unless 'none' or 'auto'. */
-  tool_choice?: 'none' | 'auto' | 'required' | object;
+  /**
+   * Functions the model may call: rendered by the chat template, each call constrained to a
+   * defined function and its parameters' schema (speculative decoding stays on). A reply that
+   * calls has `message.tool_calls` and finish_reason 'tool_calls'. Custom (free-text) tools
+   * are refused.
+   */
+  tools?: readonly (ChatCompletionFunctionTool | { type: 'custom'; custom: unknown })[];
+  /** OpenAI's; `allowed_tools` and custom tools are refused. */
+  tool_choice?:
+    | ChatCompletionToolChoiceOption
+    | { type: 'allowed_tools'; allowed_tools: unknown }
+    | { type: 'custom'; custom: { name: string } };
   /** Refused unless empty (deprecated by OpenAI). */
   functions?: readonly unknown[];
   /** Refused unless 'none' or 'auto' (deprecated by OpenAI). */
@@ -691,7 +733,7 @@ export interface ChatCompletionRequestOptions {
  * OpenAI's values: end_of_text, stop and cancelled give 'stop'; max_tokens and context_full
  * 'length'. The engine's own reason is `runahead.stop_reason`.
  */
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 export interface ChatCompletionUsage {
   prompt_tokens: number;
@@ -716,8 +758,11 @@ export interface RunaheadExtension {
 
 export interface ChatCompletionMessage {
   role: 'assistant';
-  content: string;
+  /** null when the reply is tool calls only. */
+  content: string | null;
   refusal: null;
+  /** The calls the reply made (with `tools`), each with the id a `tool` message answers. */
+  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
 }
 
 /** OpenAI's `ChatCompletionTokenLogprob`. */
@@ -753,8 +798,17 @@ export interface ChatCompletion {
 
 export interface ChatCompletionChunkChoice {
   index: number;
-  /** The first chunk: `{role: 'assistant', content: '', refusal: null}`; then `{content}`; the last `{}`. */
-  delta: { role?: 'assistant'; content?: string; refusal?: null };
+  /**
+   * The first chunk: `{role: 'assistant', content: '', refusal: null}`; then `{content}`; the
+   * last `{}`. A reply that may call tools is read whole first: its `{content}` and
+   * `{tool_calls}` chunks come just before the last.
+   */
+  delta: {
+    role?: 'assistant';
+    content?: string;
+    refusal?: null;
+    tool_calls?: { index: number; id: string; type: 'function'; function: { name: string; arguments: string } }[];
+  };
   /** With `logprobs`: every token's, on the chunk with the finish_reason; null on the others. */
   logprobs: ChatCompletionLogprobs | null;
   /** null until the last chunk that has a choice. */

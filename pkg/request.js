@@ -14,15 +14,15 @@ const HONOURED = new Set([
   'messages', 'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens',
   'temperature', 'top_p', 'seed', 'stop', 'n', 'top_k', 'draft', 'depth', 'signal',
   'response_format', 'grammar', 'logprobs', 'top_logprobs', 'frequency_penalty', 'presence_penalty',
-  'logit_bias',
+  'logit_bias', 'tools', 'tool_choice', 'parallel_tool_calls',
 ]);
 
 // Fields that do not change the output: OpenAI's storage, billing, caching and routing
-// (nothing leaves the page, so nothing is stored or shared), `parallel_tool_calls` (no tools
-// are called), and a predicted output (a latency hint: the text is the same without it).
+// (nothing leaves the page, so nothing is stored or shared), and a predicted output (a
+// latency hint: the text is the same without it).
 const IGNORED = new Set([
   'user', 'store', 'metadata', 'service_tier', 'safety_identifier', 'prompt_cache_key',
-  'prompt_cache_options', 'prompt_cache_retention', 'parallel_tool_calls', 'prediction',
+  'prompt_cache_options', 'prompt_cache_retention', 'prediction',
 ]);
 
 const isEmptyArray = (v) => Array.isArray(v) && v.length === 0;
@@ -32,10 +32,8 @@ const isEmptyArray = (v) => Array.isArray(v) && v.length === 0;
 const REFUSED = {
   audio: [() => false, 'audio output is not generated: the model writes text'],
   modalities: [(v) => Array.isArray(v) && v.every((m) => m === 'text'), 'only text output is generated'],
-  tools: [isEmptyArray, 'tool calls are not generated'],
-  tool_choice: [(v) => v === 'none' || v === 'auto', 'tool calls are not generated'],
-  functions: [isEmptyArray, 'function calls are not generated'],
-  function_call: [(v) => v === 'none' || v === 'auto', 'function calls are not generated'],
+  functions: [isEmptyArray, 'deprecated function definitions are not read: give them as tools'],
+  function_call: [(v) => v === 'none' || v === 'auto', 'deprecated: use tool_choice'],
   reasoning_effort: [(v) => v === 'none', 'the model takes no reasoning effort (only "none")'],
   verbosity: [() => false, "verbosity is a hint to OpenAI's models that this model does not take"],
   web_search_options: [() => false, 'no web search: the model runs in the page, offline'],
@@ -259,6 +257,7 @@ export function requestOptions(body, info) {
       }
     }
   }
+  const { tools, toolChoice, parallelToolCalls, toolsCalled } = toolOptions(request);
   const options = {
     maxTokens,
     temperature,
@@ -274,6 +273,9 @@ export function requestOptions(body, info) {
     frequencyPenalty: number(request, 'frequency_penalty', { min: -2, max: 2 }),
     presencePenalty: number(request, 'presence_penalty', { min: -2, max: 2 }),
     logitBias,
+    tools,
+    toolChoice,
+    parallelToolCalls,
   };
   return {
     messages,
@@ -283,6 +285,34 @@ export function requestOptions(body, info) {
     logprobs,
     n,
     seed,
+    toolsCalled,
     signal: request.signal,
+  };
+}
+
+// `tools`, `tool_choice` and `parallel_tool_calls` as generate's options (the engine checks
+// each definition and renders them through the chat template); `toolsCalled`: whether the
+// reply may call one (tools given and tool_choice not 'none'), so it is read as
+// `tool_calls`.
+function toolOptions(request) {
+  const tools = request.tools;
+  if (tools !== undefined && !Array.isArray(tools)) {
+    throw invalid('tools', 'expected an array of {type: "function", function: {name, description, parameters}}');
+  }
+  const choice = request.tool_choice;
+  if (choice !== undefined && typeof choice !== 'string' && (typeof choice !== 'object' || Array.isArray(choice))) {
+    throw invalid('tool_choice', 'expected "auto", "none", "required" or {type: "function", function: {name}}');
+  }
+  if (typeof choice === 'object' && choice.type !== 'function') {
+    throw invalid('tool_choice', `${JSON.stringify(choice.type)} tool choices are not supported: give "auto", "none", "required" or {type: "function", function: {name}}`);
+  }
+  const parallel = request.parallel_tool_calls;
+  if (parallel !== undefined && typeof parallel !== 'boolean') throw invalid('parallel_tool_calls', 'expected a boolean');
+  const given = tools !== undefined && tools.length > 0;
+  return {
+    tools: given ? tools : undefined,
+    toolChoice: choice,
+    parallelToolCalls: parallel,
+    toolsCalled: given && choice !== 'none',
   };
 }

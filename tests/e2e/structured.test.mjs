@@ -4,7 +4,9 @@
 // constrained speculative decoding gives the plain constrained tokens, token for token, with the
 // grammar's forced tokens verified as free drafts; on the CPU engine (`backend: 'auto'` on
 // SwiftShader's fallback adapter) and on WebGPU (`backend: 'webgpu'`, SwiftShader). A schema
-// that cannot be compiled rejects before any token.
+// that cannot be compiled rejects before any token. Tools through chat.completions: the calls
+// in OpenAI's shapes (streamed and not), their arguments valid under the tool's schema, and the
+// next turn reading the call and its result back.
 //
 //   scripts/test.sh e2e      (builds pkg/wasm, runs npm ci, then the files here)
 
@@ -279,4 +281,83 @@ test('on WebGPU: the output validates and speculative equals plain', { timeout: 
   checkJson(runs.none.text, schema);
   assert.deepEqual(runs.suffix.tokens, runs.none.tokens);
   assert.ok(runs.suffix.forced > 0, JSON.stringify(runs.suffix));
+});
+
+const WEATHER = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 20 }, unit: { enum: ['celsius', 'fahrenheit'] } },
+  required: ['city', 'unit'],
+  additionalProperties: false,
+};
+const TOOLS = [
+  { type: 'function', function: { name: 'weather', description: 'The weather in a city', parameters: WEATHER } },
+  { type: 'function', function: { name: 'time', description: 'The time in a city', parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'] } } },
+];
+
+test('chat.completions with tools: calls in OpenAI shapes, arguments under the schema, speculative equals plain', { timeout: SLOW }, async () => {
+  const r = await page.evaluate(async ({ tools }) => {
+    const m = window.model;
+    const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+    const named = { type: 'function', function: { name: 'weather' } };
+    const ask = { messages, tools, temperature: 0, max_tokens: 60 };
+    const plain = await m.chat.completions.create({ ...ask, tool_choice: named });
+    const spec = await m.chat.completions.create({ ...ask, tool_choice: named, draft: 'auto' });
+    const required = await m.chat.completions.create({ ...ask, tool_choice: 'required', parallel_tool_calls: false });
+    const chunks = [];
+    for await (const c of await m.chat.completions.create({ ...ask, tool_choice: named, stream: true, draft: 'suffix' })) chunks.push(c);
+    // The next turn: the call and its result go back through the template.
+    const call = plain.choices[0].message.tool_calls?.[0];
+    const followUp = await m.chat.completions.create({
+      messages: [...messages, plain.choices[0].message, { role: 'tool', tool_call_id: call?.id, content: '{"temperature": 21}' }],
+      tools, tool_choice: 'none', temperature: 0, max_tokens: 12,
+    });
+    const badTool = await window.failure(() => m.chat.completions.create({ messages, tools: [{ type: 'function', function: { name: 'a b' } }] }));
+    const badChoice = await window.failure(() => m.chat.completions.create({ messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }));
+    const allowed = await window.failure(() => m.chat.completions.create({ messages, tools, tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [] } } }));
+    const withGrammar = await window.failure(() => m.chat.completions.create({ messages, tools, response_format: { type: 'json_object' } }));
+    const rawPrompt = await window.failure(() => m.generate('hi', { tools }).result);
+    return { plain, spec, required, chunks, followUp, badTool, badChoice, allowed, withGrammar, rawPrompt, busy: m.busy };
+  }, { tools: TOOLS });
+
+  const message = r.plain.choices[0].message;
+  assert.equal(r.plain.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.plain.choices[0]));
+  assert.equal(message.content, null);
+  assert.equal(message.tool_calls.length, 1, JSON.stringify(message));
+  const [call] = message.tool_calls;
+  assert.match(call.id, /^call_/);
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'weather');
+  checkJson(call.function.arguments, WEATHER);
+  assert.deepEqual(r.spec.runahead.tokens, r.plain.runahead.tokens);
+  assert.equal(r.spec.choices[0].message.tool_calls[0].function.arguments, call.function.arguments);
+
+  const req = r.required.choices[0];
+  assert.equal(req.finish_reason, 'tool_calls', JSON.stringify(req));
+  assert.equal(req.message.tool_calls.length, 1, 'parallel_tool_calls: false makes one call');
+  assert.ok(['weather', 'time'].includes(req.message.tool_calls[0].function.name));
+
+  // Streamed: the role first, then the calls with their index, then the finish_reason.
+  const deltas = r.chunks.map((c) => c.choices[0]);
+  assert.equal(deltas[0].delta.role, 'assistant');
+  const calls = deltas.flatMap((d) => d?.delta.tool_calls ?? []);
+  assert.equal(calls.length, 1, JSON.stringify(deltas));
+  assert.equal(calls[0].index, 0);
+  assert.equal(calls[0].function.name, 'weather');
+  assert.equal(calls[0].function.arguments, call.function.arguments);
+  assert.equal(deltas.at(-1).finish_reason, 'tool_calls');
+  assert.ok(!deltas.some((d) => d.delta.content), 'a call-only reply streams no content');
+
+  const next = r.followUp.choices[0];
+  assert.equal(next.message.tool_calls, undefined);
+  assert.equal(typeof next.message.content, 'string');
+  assert.ok(r.followUp.usage.prompt_tokens > r.plain.usage.prompt_tokens);
+
+  assert.equal(r.badTool.code, 'invalid_option', JSON.stringify(r.badTool));
+  assert.equal(r.badTool.param, 'tools', JSON.stringify(r.badTool));
+  assert.equal(r.badChoice.code, 'invalid_option', JSON.stringify(r.badChoice));
+  assert.equal(r.badChoice.param, 'tool_choice', JSON.stringify(r.badChoice));
+  assert.equal(r.allowed.param, 'tool_choice', JSON.stringify(r.allowed));
+  assert.equal(r.withGrammar.code, 'invalid_option', JSON.stringify(r.withGrammar));
+  assert.equal(r.rawPrompt.code, 'invalid_option', JSON.stringify(r.rawPrompt));
+  assert.equal(r.busy, false);
 });

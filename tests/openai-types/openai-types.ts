@@ -11,6 +11,8 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
   ChatCompletionMessageParam,
+  ChatCompletionTool,
+  ChatCompletionToolChoiceOption,
 } from 'openai/resources/chat/completions';
 import { Runahead, RunaheadError } from '../../pkg/index.js';
 
@@ -65,6 +67,27 @@ const jsonObject: ChatCompletionCreateParamsNonStreaming = {
   response_format: { type: 'json_object' },
 };
 
+// Tools as the SDK types them; the calls come back in the SDK's message and delta shapes.
+const tools: ChatCompletionTool[] = [
+  {
+    type: 'function',
+    function: {
+      name: 'weather',
+      description: 'The weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      strict: true,
+    },
+  },
+];
+const toolChoice: ChatCompletionToolChoiceOption = { type: 'function', function: { name: 'weather' } };
+const withTools: ChatCompletionCreateParamsNonStreaming = {
+  model: 'gpt-4o-mini',
+  messages,
+  tools,
+  tool_choice: toolChoice,
+  parallel_tool_calls: true,
+};
+
 const streaming: ChatCompletionCreateParamsStreaming = {
   model: 'gpt-4o-mini',
   messages,
@@ -81,6 +104,16 @@ export async function completions(signal: AbortSignal): Promise<string> {
     text += lp.token + lp.logprob + lp.top_logprobs.map((t) => t.token).join();
   }
   text += (await model.chat.completions.create(jsonObject)).choices[0].message.content;
+  const called: ChatCompletion = await model.chat.completions.create(withTools);
+  for (const call of called.choices[0].message.tool_calls ?? []) {
+    if (call.type === 'function') text += call.id + call.function.name + call.function.arguments;
+  }
+  if (called.choices[0].finish_reason === 'tool_calls') text += '!';
+  const toolStream = await model.chat.completions.create({ ...withTools, stream: true });
+  for await (const chunk of toolStream) {
+    const c: ChatCompletionChunk = chunk;
+    for (const call of c.choices[0]?.delta.tool_calls ?? []) text += call.index + (call.function?.name ?? '');
+  }
 
   const stream = await model.chat.completions.create(streaming, { signal });
   for await (const chunk of stream) {

@@ -22,6 +22,7 @@ mod pacing;
 mod probe;
 mod session;
 mod threads;
+mod tools;
 
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
@@ -41,9 +42,10 @@ use crate::draft::DraftInfo;
 use crate::error::{Code, WebError};
 use crate::generation::Drafters;
 pub use crate::model_bytes::ModelBytes;
-use crate::options::{GenerateOptions, LoadOptions};
+use crate::options::{GenerateOptions, GrammarOption, LoadOptions};
 use crate::pacing::{Paced, Turn};
 use crate::session::{ModelInfo, Session};
+use crate::tools::ToolRequest;
 
 /// What a generation needs exclusive use of.
 struct Loaded {
@@ -171,9 +173,10 @@ impl Engine {
     /// content}` rendered by the model's chat template with the assistant's turn opened) and
     /// resolves to `{tokens, text, stats}`, the object `runahead generate --json` prints.
     /// `options`: `{maxTokens, temperature, topK, topP, seed, draft, depth, chat, stop,
-    /// grammar, logprobs, topLogprobs, frequencyPenalty, presencePenalty, logitBias}`
-    /// (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the output must match it; with
-    /// `logprobs` the result has one `logprobs` entry per token).
+    /// grammar, logprobs, topLogprobs, frequencyPenalty, presencePenalty, logitBias, tools,
+    /// toolChoice, parallelToolCalls}` (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the
+    /// output must match it; with `logprobs` the result has one `logprobs` entry per token;
+    /// with `tools` and a `toolChoice` other than `"none"` it has `content` and `tool_calls`).
     /// `onToken(text, tokenId, fromDraft)` is called for every verified token (and once with
     /// `tokenId` undefined for text held back for a stop string until the end); returning
     /// `false` stops the generation like `cancel()` does.
@@ -399,11 +402,25 @@ async fn run_generation(
 ) -> Result<JsValue, WebError> {
     let opts: GenerateOptions = options::from_js(options)?;
     generation::validate(&opts)?;
-    let prompt = session.prompt_tokens(&options::prompt_from_js(prompt)?, opts.chat)?;
+    let tools = ToolRequest::from_options(&opts)?;
+    let tool_list = tools.as_ref().map_or(&[][..], |t| &t.tools[..]);
+    let prompt = session.prompt_tokens(&options::prompt_from_js(prompt)?, opts.chat, tool_list)?;
+    // Where a reply may call tools: how calls are spelled, and the grammar they follow.
+    let tool_syntax = match &tools {
+        Some(t) if t.choice.is_some() => Some(session.tool_syntax()?),
+        _ => None,
+    };
+    let tool_grammar = match (&tools, tool_syntax) {
+        (Some(t), Some(syntax)) => t.grammar(syntax)?.map(|lark| GrammarOption {
+            lark: Some(lark),
+            ..GrammarOption::default()
+        }),
+        _ => None,
+    };
     // Compiled before the model runs: a bad schema or grammar costs no forward.
-    let mut grammar = opts
-        .grammar
+    let mut grammar = tool_grammar
         .as_ref()
+        .or(opts.grammar.as_ref())
         .map(|g| session.grammar(g))
         .transpose()?;
     let mut thrown = None;
@@ -429,7 +446,7 @@ async fn run_generation(
     let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
     let constraint = grammar.as_mut().map(|g| g as &mut dyn Constraint);
     let (prompt, opts) = (&prompt, &opts);
-    let out = match &mut loaded.model {
+    let mut out = match &mut loaded.model {
         Model::Gpu { model, .. } => {
             let run = generation::run_constrained;
             run(
@@ -456,6 +473,9 @@ async fn run_generation(
             message: format!("the onToken callback threw: {what}"),
             cause: Some(cause),
         });
+    }
+    if let Some(syntax) = tool_syntax {
+        tools::split_reply(&mut out, syntax);
     }
     to_js(&out)
 }

@@ -67,6 +67,15 @@ pub struct GenerateOptions {
     /// Token id (as a string key, as JSON objects have them) -> bias added to its logit
     /// (-100 to 100).
     pub logit_bias: BTreeMap<String, f32>,
+    /// Functions the model may call, in OpenAI's shape `{type: "function", function: {name,
+    /// description, parameters}}`: rendered into the prompt, and the reply read back as
+    /// `content` and `tool_calls`.
+    pub tools: Vec<serde_json::Value>,
+    /// OpenAI's `tool_choice`: `"auto"` (default), `"none"`, `"required"` or `{type:
+    /// "function", function: {name}}`.
+    pub tool_choice: Option<serde_json::Value>,
+    /// Whether one reply may make several calls (default true, as OpenAI's).
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl GenerateOptions {
@@ -165,6 +174,9 @@ impl Default for GenerateOptions {
             frequency_penalty: 0.0,
             presence_penalty: 0.0,
             logit_bias: BTreeMap::new(),
+            tools: Vec::new(),
+            tool_choice: None,
+            parallel_tool_calls: None,
         }
     }
 }

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 
 use runahead_gguf::GgufFile;
 use runahead_grammar::{Grammar, GrammarError, Vocabulary};
+use runahead_model::tools::{Tool, ToolSyntax};
 use runahead_model::{
-    check_conversation, ChatMessage, ChatTemplate, ModelConfig, ModelError, Tokenizer,
+    check_conversation, model_template, ChatMessage, ChatTemplate, ModelConfig, ModelError,
+    Tokenizer,
 };
 use serde::Serialize;
 
@@ -103,14 +105,14 @@ impl Session {
         let meta = &file.header.metadata;
         let config = ModelConfig::from_file(file).map_err(unsupported)?;
         let tokenizer = Tokenizer::from_metadata(meta).map_err(unsupported)?;
-        let template = match meta.str("tokenizer.chat_template") {
-            Ok(source) => {
+        let template = match model_template(meta).map(|t| t.source) {
+            Some(source) => {
                 let special = |id: Option<u32>| id.map(|i| tokenizer.token_text(i));
                 let bos = special(tokenizer.bos).unwrap_or_default();
                 let eos = special(tokenizer.eos).unwrap_or_default();
                 Some(ChatTemplate::new(source, &bos, &eos).map_err(unsupported)?)
             }
-            Err(_) => None,
+            None => None,
         };
         let info = ModelInfo {
             name: meta.str("general.name").ok().map(str::to_owned),
@@ -155,22 +157,37 @@ impl Session {
 
     /// Token ids of `prompt`: text raw (tokenized as is) or, with `chat`, wrapped by the
     /// model's chat template as one user message, as `runahead generate [--chat]` does; a
-    /// conversation rendered by the template with the assistant's turn opened.
-    pub fn prompt_tokens(&self, prompt: &Prompt, chat: bool) -> Result<Vec<u32>, WebError> {
+    /// conversation rendered by the template with the assistant's turn opened. `tools` are
+    /// rendered with the conversation (a raw text prompt takes none).
+    pub fn prompt_tokens(
+        &self,
+        prompt: &Prompt,
+        chat: bool,
+        tools: &[Tool],
+    ) -> Result<Vec<u32>, WebError> {
         // A rendered template may already start with the BOS text the tokenizer adds:
         // `encode_rendered` keeps one BOS, as llama.cpp does.
         let ids = match prompt {
+            Prompt::Text(_) if !chat && !tools.is_empty() => {
+                return Err(WebError::new(
+                    Code::InvalidOption,
+                    "tools: the chat template renders them: give messages, or chat: true",
+                ))
+            }
             Prompt::Text(text) if !chat => self.tokenizer.encode(text)?,
             Prompt::Text(text) => self.tokenizer.encode_rendered(
                 &self
                     .template()?
-                    .render(&[ChatMessage::new("user", text)], true)?,
+                    .render_conversation_with_tools(&[ChatMessage::new("user", text)], tools)?,
             )?,
             Prompt::Messages(messages) => {
                 // Checked first: a bad conversation is the caller's error on any model.
                 check_conversation(messages)?;
-                self.tokenizer
-                    .encode_rendered(&self.template()?.render_conversation(messages)?)?
+                self.tokenizer.encode_rendered(
+                    &self
+                        .template()?
+                        .render_conversation_with_tools(messages, tools)?,
+                )?
             }
         };
         if ids.is_empty() {
@@ -197,6 +214,11 @@ impl Session {
             }
         };
         Grammar::new(&vocabulary, &spec).map_err(failed)
+    }
+
+    /// How this model's template spells tool calls.
+    pub fn tool_syntax(&self) -> Result<ToolSyntax, WebError> {
+        Ok(self.template()?.tool_syntax())
     }
 
     fn template(&self) -> Result<&ChatTemplate, WebError> {
