@@ -159,13 +159,20 @@ fn widened_attention_equals_the_scalar_kernels() {
     }
 }
 
-/// A generated model (every block format appears in its tensors) on one thread: the simd128
-/// and scalar engines give the same bits, within tolerance of the f32 reference, and a block
-/// forward equals token-by-token forwards.
+/// A generated model of each architecture (every block format appears in its tensors) on one
+/// thread: the simd128 and scalar engines give the same bits, within tolerance of the f32
+/// reference, and a block forward equals token-by-token forwards.
 #[wasm_bindgen_test]
 async fn generated_models_match_the_reference_on_both_paths() {
     const PROMPT: [u32; 9] = [5, 77, 120, 3, 260, 42, 199, 7, 8];
-    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+    for spec in [
+        TinyModel::llama(),
+        TinyModel::qwen2(),
+        TinyModel::llama3(),
+        TinyModel::qwen3(),
+        TinyModel::phi3(),
+        TinyModel::gemma3(),
+    ] {
         let file = Arc::new(GgufFile::from_bytes(spec.to_gguf()).unwrap());
         let mut reference = CpuModel::load(&file, None).unwrap();
         let want = reference.forward(&Batch::causal(&PROMPT, 0)).await.unwrap();

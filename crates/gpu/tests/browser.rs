@@ -45,7 +45,17 @@ async fn tiny_models_match_the_cpu_reference_in_the_browser() {
 
 async fn tiny_models_match(ctx: &GpuContext) {
     let shape = ctx.shape;
-    for spec in [TinyModel::llama(), TinyModel::qwen2()] {
+    // Every architecture. The engines reduce in different orders and use different exp/cos:
+    // a key within that of an f16 rounding boundary is cached one f16 step apart, which moves
+    // a logit of the architectures with more steps by up to 2.1e-3 (crates/gpu/tests/arch_forward.rs).
+    for (spec, tol) in [
+        (TinyModel::llama(), 2e-3),
+        (TinyModel::qwen2(), 2e-3),
+        (TinyModel::llama3(), 5e-3),
+        (TinyModel::qwen3(), 5e-3),
+        (TinyModel::phi3(), 5e-3),
+        (TinyModel::gemma3(), 5e-3),
+    ] {
         let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
         let mut cpu = CpuModel::load(&file, Some(32)).unwrap();
         let mut gpu = GpuModel::load(ctx, &file, Some(32)).unwrap();
@@ -55,7 +65,7 @@ async fn tiny_models_match(ctx: &GpuContext) {
         let scale = want.data.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
         for (i, (g, w)) in got.data.iter().zip(&want.data).enumerate() {
             assert!(
-                (g - w).abs() <= 2e-3 * scale,
+                (g - w).abs() <= tol * scale,
                 "{:?} {shape:?}: index {i}: gpu {g} vs cpu {w}",
                 spec.arch
             );
