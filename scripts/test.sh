@@ -17,7 +17,7 @@
 # scripts/wasm.sh test), e2e (the demo page and the npm package in headless Chromium through
 # playwright-core, against the native CLI, tests/e2e, the package's threaded wasm included;
 # then the packed package in a Vite app, scripts/vite-app.sh), test (cargo test --workspace),
-# aarch64 (the CPU engine's kernel and engine tests built for aarch64 and run under qemu-user:
+# aarch64 (the CPU engine's kernel tests built for aarch64 and run under qemu-user:
 # the NEON kernels, scripts/aarch64.sh), fuzz (each
 # fuzz target of fuzz/ for FUZZ_SECONDS, default 30: scripts/fuzz.sh; the long runs are
 # documented in docs/fuzzing.md).
