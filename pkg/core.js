@@ -57,8 +57,9 @@ function throwIfAborted(signal) {
 
 /**
  * Phases, in order: compile (the WebAssembly module), the WebGPU check, download or cache (the
- * model's bytes), upload (parsing, weights onto the GPU); with a `draft` source, download or
- * cache and upload again for the draft model (progress and cache events name the model they are
+ * model's bytes, which on WebGPU go on to the GPU as they arrive), upload (the last checks, and
+ * for the CPU engine its weights' layout); with a `draft` source, download or cache and upload
+ * again for the draft model (progress and cache events name the model they are
  * about: `model: 'target'` or `'draft'`); then the stored history of earlier answers is read
  * back. Resolves to `{engine, info, from, clearHistory}`.
  */
@@ -72,7 +73,7 @@ export async function loadEngine(source, options = {}) {
   onProgress?.({ phase: 'compile', loaded: 0 });
   await initializeFor(threads, { wasmUrl, wasmThreadsUrl: options.wasmThreadsUrl, onEvent });
   throwIfAborted(signal);
-  const { Engine, ModelBytes, checkWebGpu } = bindings();
+  const { Engine, checkWebGpu } = bindings();
   if (backend === 'webgpu') {
     try {
       // Before any model byte is read: no WebGPU, no adapter or too small limits end here.
@@ -84,8 +85,13 @@ export async function loadEngine(source, options = {}) {
   }
   throwIfAborted(signal);
   const engineOptions = { context, backend, historyTokens, threads };
-  const { value: engine, from } = await readAndLoad(source, options, 'target', (bytes) =>
-    bytes instanceof ModelBytes ? Engine.loadModelBytes(bytes, engineOptions) : Engine.load(bytes, engineOptions));
+  const { value: engine, from } = await readAndLoad(
+    source,
+    options,
+    'target',
+    (size) => Engine.streamModel(size ?? 0, engineOptions),
+    (stream) => stream.finish(),
+  );
   if (signal?.aborted) {
     engine.free();
     throw abortError('loading the model');
@@ -95,8 +101,13 @@ export async function loadEngine(source, options = {}) {
     // against the target's before its weights are loaded. The target goes if the draft fails.
     try {
       // The sha256 option names the target's file, not the draft's.
-      await readAndLoad(draft, { ...options, sha256: undefined }, 'draft', (bytes) =>
-        bytes instanceof ModelBytes ? engine.loadDraftModelBytes(bytes) : engine.loadDraft(bytes));
+      await readAndLoad(
+        draft,
+        { ...options, sha256: undefined },
+        'draft',
+        (size) => engine.streamDraft(size ?? 0),
+        (stream) => stream.finishDraft(),
+      );
       throwIfAborted(signal);
     } catch (e) {
       engine.free();
@@ -119,34 +130,34 @@ function tagged(options, model) {
   return { ...options, onProgress: tag(options.onProgress), onEvent: tag(options.onEvent) };
 }
 
-// Reads a model's bytes and gives them to `load`; resolves to `{value, from}` (what `load`
-// resolved to, where the bytes came from).
-async function readAndLoad(source, options, model, load) {
+// Reads a model into the engine through `open(size)` (a ModelStream) and ends it with
+// `finish(stream)`; resolves to `{value, from}` (what `finish` returned, where the bytes came
+// from).
+async function readAndLoad(source, options, model, open, finish) {
   const opts = tagged(options, model);
-  const read = await readModel(source, opts);
+  const read = await readModel(source, { ...opts, open });
   try {
-    return await upload(read, load, opts);
+    return finishLoad(read, finish, opts);
   } catch (e) {
     // A cached copy that is not a model (same size, other bytes): forget it and download.
     if (read.from !== 'cache' || e.code !== 'gguf') throw e;
     await dropCached(source);
     opts.onEvent?.({ type: 'cache_fallback', reason: `the cached copy is not a valid model (${e.message}): downloading` });
-    const again = await readModel(source, opts);
-    return upload(again, load, opts);
+    const again = await readModel(source, { ...opts, open });
+    return finishLoad(again, finish, opts);
   }
 }
 
-async function upload({ bytes, from }, load, { onProgress, signal }) {
-  const { ModelBytes } = bindings();
-  const size = bytes instanceof ModelBytes ? bytes.size : bytes.byteLength;
+function finishLoad({ stream, from }, finish, { onProgress, signal }) {
+  const size = stream.received;
   if (signal?.aborted) {
-    if (bytes instanceof ModelBytes) bytes.free();
+    stream.free();
     throw abortError('loading the model');
   }
   onProgress?.({ phase: 'upload', loaded: 0, total: size });
   let value;
   try {
-    value = await load(bytes);
+    value = finish(stream);
   } catch (e) {
     throw toRunaheadError(e);
   }

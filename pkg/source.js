@@ -1,24 +1,26 @@
-// Reading a model's bytes into WebAssembly memory (a ModelBytes), from a URL (through the model
-// cache when it may), a File/Blob, or bytes the caller holds. Every path streams: the thread that
-// reads holds the model once, in WebAssembly memory, plus one chunk.
+// Reading a model's bytes into the engine, from a URL (through the model cache when it may), a
+// File/Blob, or bytes the caller holds. Every path streams chunk by chunk into a ModelStream
+// (`open(size)`: Engine.streamModel or engine.streamDraft), which on WebGPU sends each chunk on
+// to the GPU buffers it belongs to (the thread that reads never holds the file), and for the CPU
+// engine gathers the file in WebAssembly memory, once.
 
-import { bindings } from './bindings.js';
 import { RunaheadError, abortError, toRunaheadError } from './errors.js';
 import { cacheable, describe, entry, isQuotaError, metaOf, openModelCache, sameFile, storageEstimate } from './cache.js';
 import { Sha256 } from './sha256.js';
 
 // Chunks are read into one reused buffer of this size (where the stream is a byte stream, as
-// fetch bodies and Blob streams are) and copied from it into WebAssembly memory.
+// fetch bodies and Blob streams are) and handed from it to the engine.
 const CHUNK_BYTES = 1 << 20;
 
-// Reads a stream straight into WebAssembly memory (a ModelBytes of `total` bytes, or growing
-// when the total is unknown), reporting progress after every chunk. With a byte stream, every
-// read fills the same buffer, so the page holds the model once plus one chunk: a default reader
-// would hand out a new buffer per chunk, garbage that piles up faster than it is collected.
-// Fails (and frees what it wrote) when the stream ends before `total` bytes. With `copy` (a
-// CacheCopy), every chunk is also kept for the model cache. With
-// `sha256` (hex), the bytes must hash to it.
-async function readStream(stream, total, onProgress, signal, { copy, sha256 } = {}) {
+// Reads a stream into the engine (`open(total)`, a ModelStream; `total` undefined when unknown),
+// reporting progress after every chunk. Each write is awaited: the engine resolves it once the
+// chunk is where it goes, which keeps a fast download from queueing more than the GPU takes.
+// With a byte stream, every read fills the same buffer: a default reader would hand out a new
+// buffer per chunk, garbage that piles up faster than it is collected. Fails (and frees the
+// ModelStream) when the stream ends before `total` bytes. With `copy` (a CacheCopy), every chunk
+// is also kept for the model cache. With `sha256` (hex), the bytes must hash to it (before the
+// engine is finished with them).
+async function readStream(stream, total, open, onProgress, signal, { copy, sha256 } = {}) {
   const hash = sha256 ? new Sha256() : null;
   let reader;
   let buffer = null;
@@ -28,12 +30,12 @@ async function readStream(stream, total, onProgress, signal, { copy, sha256 } = 
   } catch {
     reader = stream.getReader();
   }
-  let bytes;
+  let sink;
   try {
-    bytes = new (bindings().ModelBytes)(total ?? 0);
+    sink = open(total);
   } catch (e) {
     await reader.cancel();
-    throw toRunaheadError(e, 'out_of_memory');
+    throw toRunaheadError(e, 'invalid_option');
   }
   let loaded = 0;
   onProgress?.({ loaded, total });
@@ -47,13 +49,14 @@ async function readStream(stream, total, onProgress, signal, { copy, sha256 } = 
         ? await reader.read(new Uint8Array(buffer, 0, buffer.byteLength))
         : await reader.read();
       if (done) break;
-      if (total === undefined) bytes.push(value);
-      else bytes.write(loaded, value);
+      // The chunk is copied out of `value` before the write returns its promise.
+      const written = sink.write(loaded, value);
       loaded += value.byteLength;
       hash?.update(value);
       copy?.write(value);
       // The read transferred the buffer into `value`: take it back for the next read.
       if (buffer) buffer = value.buffer;
+      await written;
       onProgress?.({ loaded, total });
     }
     if (total !== undefined && loaded !== total) {
@@ -64,10 +67,25 @@ async function readStream(stream, total, onProgress, signal, { copy, sha256 } = 
       throw new RunaheadError('fetch', `the model's sha256 is ${digest}, not the expected ${sha256}`);
     }
   } catch (e) {
-    bytes.free();
+    sink.free();
     throw e;
   }
-  return bytes;
+  return sink;
+}
+
+// Bytes the caller holds, handed to the engine in chunks (views: no copy but the engine's own).
+async function readBytes(view, open, signal) {
+  const sink = open(view.length);
+  try {
+    for (let at = 0; at < view.length; at += CHUNK_BYTES) {
+      if (signal?.aborted) throw abortError('loading the model');
+      await sink.write(at, view.subarray(at, at + CHUNK_BYTES));
+    }
+  } catch (e) {
+    sink.free();
+    throw e;
+  }
+  return sink;
 }
 
 // The model cache's side of a download: every chunk is copied into a Blob as it arrives (the
@@ -113,30 +131,34 @@ class CacheCopy {
 const phase = (onProgress, name) => (p) => onProgress?.({ phase: name, ...p });
 
 /**
- * The model's bytes: `{bytes, from}` where `bytes` is a ModelBytes (or a Uint8Array for bytes the
- * caller passed) and `from` is "network", "cache", "file" or "bytes". Options: `cache` (default
- * true), `sha256`, `onProgress`, `onEvent`, `signal`.
+ * The model read into the engine: `{stream, from}` where `stream` is the ModelStream
+ * `options.open(size)` made, every byte written, and `from` is "network", "cache", "file" or
+ * "bytes". Options: `open` (required), `cache` (default true), `sha256`, `onProgress`,
+ * `onEvent`, `signal`.
  */
 export async function readModel(source, options = {}) {
-  const { signal } = options;
+  const { signal, open } = options;
   if (typeof source === 'string' || source instanceof URL) {
     const url = new URL(source, globalThis.location?.href).href;
     return readUrl(url, options);
   }
   if (typeof Blob !== 'undefined' && source instanceof Blob) {
-    const bytes = await readStream(
+    const stream = await readStream(
       source.stream(),
       source.size,
+      open,
       phase(options.onProgress, 'download'),
       signal,
       { sha256: options.sha256 },
     );
-    return { bytes, from: 'file' };
+    return { stream, from: 'file' };
   }
-  if (source instanceof ArrayBuffer) return { bytes: new Uint8Array(source), from: 'bytes' };
+  if (source instanceof ArrayBuffer) {
+    return { stream: await readBytes(new Uint8Array(source), open, signal), from: 'bytes' };
+  }
   if (ArrayBuffer.isView(source)) {
     const view = new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-    return { bytes: view, from: 'bytes' };
+    return { stream: await readBytes(view, open, signal), from: 'bytes' };
   }
   checkSource(source);
 }
@@ -166,7 +188,7 @@ async function readUrl(url, options) {
 
 // The cached copy when it is still the file the server has; null (after an event saying why,
 // where something was wrong with it) to download instead.
-async function readCached(cache, url, { sha256, signal, onEvent, onProgress }) {
+async function readCached(cache, url, { sha256, signal, onEvent, onProgress, open }) {
   const stored = await cache.match(url).catch(() => undefined);
   const meta = stored && metaOf(stored);
   if (!meta) return null;
@@ -188,11 +210,13 @@ async function readCached(cache, url, { sha256, signal, onEvent, onProgress }) {
   }
   if (!usable) return null;
   try {
-    const bytes = await readStream(stored.body, meta.size, phase(onProgress, 'cache'), signal, { sha256 });
+    const stream = await readStream(stored.body, meta.size, open, phase(onProgress, 'cache'), signal, { sha256 });
     onEvent?.({ type: 'cache_hit', url, size: meta.size });
-    return { bytes, from: 'cache' };
+    return { stream, from: 'cache' };
   } catch (e) {
     if (signal?.aborted) throw abortError('loading the model');
+    // The engine refused the model (unsupported, too large, no device): not the copy's fault.
+    if (typeof e.code === 'string' && e.code !== 'gguf' && e.code !== 'fetch') throw toRunaheadError(e);
     await cache.delete(url).catch(() => {});
     onEvent?.({ type: 'cache_fallback', reason: `the cached copy is unreadable (${e.message}): downloading` });
     return null;
@@ -200,7 +224,7 @@ async function readCached(cache, url, { sha256, signal, onEvent, onProgress }) {
 }
 
 // GET, streamed into WebAssembly memory and, chunk by chunk, into a Blob for the cache.
-async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
+async function download(cache, url, { sha256, signal, onEvent, onProgress, open }) {
   // Its own controller: a failed read must also stop the cache's branch of the tee.
   const stop = new AbortController();
   const forward = () => stop.abort();
@@ -230,9 +254,9 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
           'a cached copy could not be told from a changed file',
       });
     }
-    let bytes;
+    let stream;
     try {
-      bytes = await readStream(response.body, meta.size, phase(onProgress, 'download'), stop.signal, {
+      stream = await readStream(response.body, meta.size, open, phase(onProgress, 'download'), stop.signal, {
         copy,
         sha256,
       });
@@ -255,7 +279,7 @@ async function download(cache, url, { sha256, signal, onEvent, onProgress }) {
     } else if (copy) {
       onEvent?.({ type: 'cache_stored', url, size: meta.size });
     }
-    return { bytes, from: 'network' };
+    return { stream, from: 'network' };
   } finally {
     signal?.removeEventListener('abort', forward);
   }

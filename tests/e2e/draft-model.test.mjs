@@ -5,7 +5,8 @@
 // token accepted; `auto` drafts with it too; a follow-up chat turn reuses the cache; info()
 // describes the draft. A draft of another tokenizer (Qwen2.5's) is `draft_mismatch`, and
 // `draft: 'model'` without a draft model is `invalid_option`. In the worker (the default) and
-// on the page's thread (`worker: false`), from a URL, from bytes and from a Blob.
+// on the page's thread (`worker: false`), from a URL, from bytes and from a Blob; and on WebGPU
+// (asked for by name), where the draft's weights stream onto the target's device.
 //
 //   scripts/test.sh e2e      (builds pkg/wasm, runs npm ci, then the files here)
 //   RUNAHEAD_BIN=$PWD/target/debug/runahead node --test tests/e2e/draft-model.test.mjs
@@ -166,6 +167,19 @@ test('on the page: the target from bytes, the draft from a Blob; the same tokens
     assert.equal(loaded.inWorker, false);
     assert.equal(loaded.info.draft?.parameters, loaded.info.parameters);
     checkRuns('page', await runDrafters(MAX_TOKENS));
+    await page.evaluate(() => window.model.dispose());
+  });
+
+test('on WebGPU: the draft model streams onto the target\'s device; the same tokens, every draft accepted',
+  { timeout: SLOW }, async () => {
+    const loaded = await page.evaluate(async (url) => {
+      const { Runahead } = await import('/pkg/index.js');
+      window.model = await Runahead.load(url, { draft: url, backend: 'webgpu', context: 256, history: false });
+      return { info: window.model.info() };
+    }, MODEL);
+    assert.equal(loaded.info.backend, 'webgpu');
+    assert.equal(loaded.info.draft?.parameters, loaded.info.parameters);
+    checkRuns('webgpu', await runDrafters(MAX_TOKENS));
     await page.evaluate(() => window.model.dispose());
   });
 

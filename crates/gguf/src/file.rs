@@ -2,7 +2,7 @@ use std::ops::Deref;
 
 use crate::reader::Gguf;
 use crate::tensor_info::TensorInfo;
-use crate::{blocks, GgufError, Result};
+use crate::{GgufError, Result};
 
 /// The bytes of a whole GGUF file: memory-mapped natively, owned in the browser.
 pub enum Storage {
@@ -98,19 +98,7 @@ impl GgufFile {
     /// A tensor decoded to f32, in GGML order (`shape[0]` contiguous).
     pub fn tensor_f32(&self, name: &str) -> Result<Vec<f32>> {
         let info = self.tensor_info(name)?;
-        // A tensor lies in the file, but on wasm32 (32-bit usize) its decoded f32s may not fit.
-        let n = usize::try_from(info.n_elements())
-            .ok()
-            .filter(|n| n.checked_mul(4).is_some())
-            .ok_or_else(|| GgufError::BadShape {
-                name: info.name.clone(),
-                shape: info.shape.clone(),
-                ty: info.ty,
-                reason: "too many elements to decode on this platform".into(),
-            })?;
-        let mut out = vec![0f32; n];
-        blocks::dequantize(info.ty, self.tensor_bytes(info), &mut out)?;
-        Ok(out)
+        crate::tensor_data::decode(info, self.tensor_bytes(info))
     }
 
     pub fn len(&self) -> usize {

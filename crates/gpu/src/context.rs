@@ -138,6 +138,21 @@ impl GpuContext {
             Err(_) => Err(GpuError::DeviceLost("fault state poisoned".into())),
         }
     }
+
+    /// Resolves once the device has done the work submitted so far, writes included (natively
+    /// by polling until then; on the web from the event loop).
+    pub async fn settle(&self) -> Result<(), GpuError> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        let _ = rx.await;
+        self.check()
+    }
 }
 
 /// The engine's minimum limits: WebGPU's defaults, with the largest buffers the adapter

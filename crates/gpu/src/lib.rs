@@ -22,6 +22,7 @@ pub use context::{required_limits, GpuContext, GpuOptions};
 pub use error::GpuError;
 #[cfg(not(target_arch = "wasm32"))]
 pub use model::DispatchTime;
+pub use model::WeightStream;
 pub use model::{
     CountCalls, GpuModel, GpuStats, HostCost, MemoryPlan, HOST_WARMUP, MAX_HOST_REPS, MAX_ROWS,
     STEPS,

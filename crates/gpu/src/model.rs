@@ -3,6 +3,7 @@
 //! command encoder, submits once, and reads back logits or per-row argmax.
 
 mod build;
+mod fill;
 mod host_cost;
 mod memory;
 #[cfg(not(target_arch = "wasm32"))]
@@ -14,12 +15,13 @@ mod weights;
 pub use profile::DispatchTime;
 
 pub use build::STEPS;
+pub use fill::WeightStream;
 pub use host_cost::{CountCalls, HostCost, HOST_WARMUP, MAX_HOST_REPS};
 pub use memory::MemoryPlan;
 
 use std::cell::Cell;
 
-use runahead_gguf::GgufFile;
+use runahead_gguf::{Gguf, GgufFile};
 use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits};
 
 use crate::clock::Clock;
@@ -197,7 +199,19 @@ impl GpuModel {
     /// Uploads the model and builds its pipelines. `context` sizes the KV cache (default
     /// [`DEFAULT_CONTEXT`], capped by the model's trained context).
     pub fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<Self> {
-        build::load(ctx, file, context)
+        let uploads = fill::Uploads::now(&ctx.queue, file);
+        Ok(build::load(ctx, &file.header, uploads, context)?.0)
+    }
+
+    /// Like [`GpuModel::load`] from the file's header alone: every buffer is made and every
+    /// pipeline built now, and the weights are written as the file's bytes are given to the
+    /// returned [`WeightStream`] (in a page, straight from the downloaded chunks, so the file
+    /// is never held whole).
+    pub fn stream(ctx: &GpuContext, header: Gguf, context: Option<usize>) -> Result<WeightStream> {
+        let uploads = fill::Uploads::later(&ctx.queue, &header);
+        let (model, uploads) = build::load(ctx, &header, uploads, context)?;
+        let recorded = uploads.into_recorded();
+        WeightStream::new(model, header, recorded)
     }
 
     pub fn stats(&self) -> GpuStats {

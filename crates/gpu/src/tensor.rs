@@ -33,6 +33,29 @@ impl GpuMatrix {
         rows: usize,
         cols: usize,
     ) -> Result<Self, GpuError> {
+        let w = Self::allocate(ctx, name, ty, rows, cols)?;
+        if w.row_bytes * rows != bytes.len() {
+            return Err(GpuError::Validation(format!(
+                "tensor '{name}': {} bytes for {rows} x {cols} {ty}",
+                bytes.len()
+            )));
+        }
+        for piece in &w.pieces {
+            let rows = piece.row_start..piece.row_start + piece.rows;
+            let data = &bytes[rows.start * w.row_bytes..rows.end * w.row_bytes];
+            write_words(&ctx.queue, &piece.buffer, 0, data);
+        }
+        Ok(w)
+    }
+
+    /// A matrix's buffers, split into pieces that each fit one binding, not written yet.
+    pub fn allocate(
+        ctx: &GpuContext,
+        name: &str,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, GpuError> {
         if kernels::format_source(ty).is_none() {
             return Err(GpuError::UnsupportedType {
                 name: name.to_owned(),
@@ -45,12 +68,6 @@ impl GpuMatrix {
             )));
         }
         let row_bytes = ty.bytes_for(cols as u64).unwrap_or(0) as usize;
-        if row_bytes * rows != bytes.len() {
-            return Err(GpuError::Validation(format!(
-                "tensor '{name}': {} bytes for {rows} x {cols} {ty}",
-                bytes.len()
-            )));
-        }
         // Byte offsets inside a kernel are u32: keep every piece below 2 GiB.
         let limit = ctx.max_binding_size.min(1 << 31) as usize;
         let rows_per_piece = limit.saturating_sub(3) / row_bytes.max(1);
@@ -65,8 +82,12 @@ impl GpuMatrix {
         let mut row_start = 0;
         while row_start < rows {
             let n = rows_per_piece.min(rows - row_start);
-            let data = &bytes[row_start * row_bytes..(row_start + n) * row_bytes];
-            let buffer = upload_words(ctx, name, data);
+            let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(name),
+                size: ((n * row_bytes).div_ceil(4) * 4).max(4) as u64,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
             pieces.push(Piece {
                 buffer,
                 row_start,
@@ -85,24 +106,17 @@ impl GpuMatrix {
     }
 }
 
-/// A storage buffer holding `data` padded with zeros to whole 32-bit words. Written from the
-/// caller's bytes (in a page: a view of WebAssembly memory), with no copy of the piece but its
-/// last partial word: a model's bytes are held once.
-fn upload_words(ctx: &GpuContext, name: &str, data: &[u8]) -> wgpu::Buffer {
-    let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(name),
-        size: (data.len().div_ceil(4) * 4).max(4) as u64,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+/// Writes `data` to `buffer` at `at` (a multiple of 4), its last partial word padded with
+/// zeros: straight from the caller's bytes (in a page, a view of WebAssembly memory), with no
+/// copy but of that last word.
+pub(crate) fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, at: u64, data: &[u8]) {
     let whole = data.len() / 4 * 4;
     if whole > 0 {
-        ctx.queue.write_buffer(&buffer, 0, &data[..whole]);
+        queue.write_buffer(buffer, at, &data[..whole]);
     }
     if whole < data.len() {
         let mut tail = [0u8; 4];
         tail[..data.len() - whole].copy_from_slice(&data[whole..]);
-        ctx.queue.write_buffer(&buffer, whole as u64, &tail);
+        queue.write_buffer(buffer, at + whole as u64, &tail);
     }
-    buffer
 }

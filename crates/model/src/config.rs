@@ -63,8 +63,15 @@ impl ModelConfig {
     /// [`ModelConfig::from_file`] from the file's header alone (its metadata and tensor table,
     /// as [`Gguf::parse_prefix`] reads them before the tensor data).
     pub fn from_header(header: &Gguf) -> Result<Self> {
+        Self::for_engine(header, "this engine", &[])
+    }
+
+    /// [`ModelConfig::from_header`] for an engine (`engine` names it in errors) that executes
+    /// `steps` of a [`Plan`] beyond the llama-style layer: a model needing another step is
+    /// refused, naming it.
+    pub fn for_engine(header: &Gguf, engine: &str, steps: &[crate::Step]) -> Result<Self> {
         let plan = Plan::from_header(header)?;
-        plan.require("this engine", &[])?;
+        plan.require(engine, steps)?;
         Self::check_vocabulary(header, plan.config)
     }
 

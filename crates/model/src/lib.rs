@@ -31,7 +31,9 @@ pub use lm::{
     argmax, argmax_rows, argmax_rows_of, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask,
     TopLogits,
 };
-pub use tensors::{check_header_tensors, check_tensors, TensorSpec, TensorTotals};
+pub use tensors::{
+    check_header_tensors, check_header_tensors_for, check_tensors, TensorSpec, TensorTotals,
+};
 pub use tokenizer::{TokenDecoder, Tokenizer};
 
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

@@ -51,8 +51,19 @@ pub fn check_tensors(file: &GgufFile, config: &ModelConfig) -> Result<TensorTota
 /// file's size). For an engine that runs llama-style layers only (see
 /// [`ModelConfig::from_file`]); every tensor of the file must be one `config`'s model reads.
 pub fn check_header_tensors(header: &Gguf, config: &ModelConfig) -> Result<TensorTotals> {
+    check_header_tensors_for(header, config, "this engine", &[])
+}
+
+/// [`check_header_tensors`] for an engine that executes `steps` of a [`Plan`] beyond the
+/// llama-style layer (see [`ModelConfig::for_engine`]).
+pub fn check_header_tensors_for(
+    header: &Gguf,
+    config: &ModelConfig,
+    engine: &str,
+    steps: &[crate::Step],
+) -> Result<TensorTotals> {
     let plan = Plan::from_header(header)?;
-    plan.require("this engine", &[])?;
+    plan.require(engine, steps)?;
     if plan.config != *config {
         return Err(ModelError::Config(
             "the configuration checked is not this file's".into(),

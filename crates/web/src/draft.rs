@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use runahead_cpu::CpuEngine;
-use runahead_gguf::GgufFile;
-use runahead_gpu::GpuModel;
-use runahead_model::{LanguageModel, ModelConfig, Tokenizer};
+use runahead_gguf::{Gguf, GgufFile};
+use runahead_gpu::{GpuContext, GpuModel};
+use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{Drafter, ModelDrafter};
 use serde::Serialize;
 
@@ -40,25 +40,25 @@ pub struct DraftInfo {
 /// Checks that `file` can draft for the target whose tokenizer is `target` (before any weight
 /// is loaded) and describes it. A different tokenizer is `draft_mismatch`; a file whose
 /// metadata this engine cannot read is `unsupported_model`.
-pub fn check(target: &Tokenizer, file: &GgufFile) -> Result<DraftInfo, WebError> {
-    let meta = &file.header.metadata;
+pub fn check(target: &Tokenizer, header: &Gguf) -> Result<DraftInfo, WebError> {
+    let meta = &header.metadata;
     let tokenizer = Tokenizer::from_metadata(meta).map_err(unsupported)?;
     target
         .check_draft_compatible(&tokenizer)
         .map_err(|e| WebError::new(Code::DraftMismatch, format!("the draft model: {e}")))?;
-    let config = ModelConfig::from_file(file).map_err(unsupported)?;
+    let config = crate::session::page_config(header).map_err(unsupported)?;
     Ok(DraftInfo {
         name: meta.str("general.name").ok().map(str::to_owned),
         architecture: meta
             .str("general.architecture")
             .unwrap_or_default()
             .to_owned(),
-        parameters: parameters(file),
+        parameters: parameters(header),
         layers: config.n_layers,
         embedding: config.n_embd,
         vocab: config.vocab_size,
         context: 0,
-        tensor_types: tensor_types(file),
+        tensor_types: tensor_types(header),
     })
 }
 
@@ -95,10 +95,7 @@ pub fn load(
     match target {
         Model::Gpu { ctx, .. } => {
             let model = GpuModel::load(ctx, &file, Some(context))?;
-            ctx.check()?;
-            check_rows(&model, tokenizer)?;
-            let capacity = model.capacity();
-            Ok((drafter(model, Turn::First), capacity))
+            gpu_drafter(model, ctx, tokenizer)
         }
         Model::Cpu(target) => {
             let options = crate::cpu_options(context, target.inner.threads());
@@ -108,6 +105,19 @@ pub fn load(
             Ok((drafter(engine, Turn::Fair), capacity))
         }
     }
+}
+
+/// The drafter over a draft model whose weights are on the target's device `ctx`; returns it
+/// and the draft's cache size.
+pub fn gpu_drafter(
+    model: GpuModel,
+    ctx: &GpuContext,
+    tokenizer: &Tokenizer,
+) -> Result<(Box<dyn Drafter>, usize), WebError> {
+    ctx.check()?;
+    check_rows(&model, tokenizer)?;
+    let capacity = model.capacity();
+    Ok((drafter(model, Turn::First), capacity))
 }
 
 #[cfg(test)]
@@ -130,12 +140,12 @@ mod tests {
         let target = parse(TinyModel::llama().to_gguf());
         // Another architecture with the same vocabulary drafts as well.
         let draft = parse(TinyModel::qwen2().to_gguf());
-        let info = check(&tokenizer_of(&target), &draft).expect("compatible");
+        let info = check(&tokenizer_of(&target), &draft.header).expect("compatible");
         assert_eq!(info.name.as_deref(), Some("tiny-qwen2"));
         assert_eq!(info.architecture, "qwen2");
         assert_eq!(info.layers, 2);
         assert_eq!(info.vocab, tokenizer_of(&target).vocab_size());
-        assert_eq!(info.parameters, parameters(&draft));
+        assert_eq!(info.parameters, parameters(&draft.header));
         assert!(info.parameters > 0);
     }
 
@@ -146,7 +156,7 @@ mod tests {
         // Another end-of-text token, and another text for a token.
         let other_eos =
             TinyModel::llama().to_gguf_with_meta(&[("tokenizer.ggml.eos_token_id", Value::U32(2))]);
-        let e = check(&tokenizer, &parse(other_eos)).unwrap_err();
+        let e = check(&tokenizer, &parse(other_eos).header).unwrap_err();
         assert_eq!(e.code, Code::DraftMismatch);
         assert!(e.message.contains("EOS"), "{}", e.message);
         let mut tokens: Vec<String> = target
@@ -165,7 +175,7 @@ mod tests {
                 tokens.into_iter().map(Value::String).collect(),
             ),
         )]);
-        let e = check(&tokenizer, &parse(other_text)).unwrap_err();
+        let e = check(&tokenizer, &parse(other_text).header).unwrap_err();
         assert_eq!(e.code, Code::DraftMismatch);
         assert!(e.message.contains("token 40"), "{}", e.message);
     }
@@ -192,7 +202,7 @@ mod tests {
         let target = parse(TinyModel::llama().to_gguf());
         let no_arch = TinyModel::llama()
             .to_gguf_with_meta(&[("general.architecture", Value::String("mamba".into()))]);
-        let e = check(&tokenizer_of(&target), &parse(no_arch)).unwrap_err();
+        let e = check(&tokenizer_of(&target), &parse(no_arch).header).unwrap_err();
         assert_eq!(e.code, Code::UnsupportedModel, "{}", e.message);
     }
 }

@@ -16,7 +16,7 @@ mod draft;
 mod error;
 mod forward_cost;
 mod generation;
-mod model_bytes;
+mod model_stream;
 mod options;
 mod pacing;
 mod probe;
@@ -41,7 +41,7 @@ use crate::backend::Choice;
 use crate::draft::DraftInfo;
 use crate::error::{Code, WebError};
 use crate::generation::Drafters;
-pub use crate::model_bytes::ModelBytes;
+pub use crate::model_stream::ModelStream;
 use crate::options::{GenerateOptions, GrammarOption, LoadOptions};
 use crate::pacing::{Paced, Turn};
 use crate::session::{ModelInfo, Session};
@@ -108,7 +108,7 @@ pub struct Engine {
     /// Set by `cancel()`, read after every verified token.
     cancel: Rc<Cell<bool>>,
     /// The draft model's description, once one is loaded.
-    draft: RefCell<Option<DraftInfo>>,
+    draft: Rc<RefCell<Option<DraftInfo>>>,
 }
 
 #[wasm_bindgen]
@@ -123,12 +123,13 @@ impl Engine {
         Ok(load_engine(bytes, &options).await?)
     }
 
-    /// Like `load`, from bytes already written into WebAssembly memory ([`ModelBytes`]): the
-    /// engine takes them as they are, so the page holds the model once.
-    #[wasm_bindgen(js_name = loadModelBytes)]
-    pub async fn load_model_bytes(bytes: ModelBytes, options: JsValue) -> Result<Engine, JsValue> {
+    /// Like `load`, from a stream of the file's bytes ([`ModelStream`]; `size`: the file's, 0
+    /// when unknown): on WebGPU the weights go to the GPU as they arrive and the page never
+    /// holds the file. The options are checked now, before any byte is read.
+    #[wasm_bindgen(js_name = streamModel)]
+    pub fn stream_model(size: f64, options: JsValue) -> Result<ModelStream, JsValue> {
         console_error_panic_hook::set_once();
-        Ok(load_engine(bytes.into_bytes()?, &options).await?)
+        Ok(ModelStream::for_target(Some(size), &options)?)
     }
 
     /// Architecture, sizes, tensor types, special tokens, whether a chat template is present,
@@ -153,10 +154,12 @@ impl Engine {
         Ok(self.attach_draft(bytes)?)
     }
 
-    /// Like `loadDraft`, from bytes already written into WebAssembly memory ([`ModelBytes`]).
-    #[wasm_bindgen(js_name = loadDraftModelBytes)]
-    pub fn load_draft_model_bytes(&self, bytes: ModelBytes) -> Result<JsValue, JsValue> {
-        Ok(self.attach_draft(bytes.into_bytes()?)?)
+    /// Like `loadDraft`, from a stream of the draft file's bytes ([`ModelStream`], ended with
+    /// `finishDraft()`): its tokenizer is checked against this model's once its header is in,
+    /// before any weight is read.
+    #[wasm_bindgen(js_name = streamDraft)]
+    pub fn stream_draft(&self, size: f64) -> Result<ModelStream, JsValue> {
+        Ok(ModelStream::for_draft(Some(size), self)?)
     }
 
     /// Token ids of `text`, tokenized as is (control tokens in the text are recognized).
@@ -311,7 +314,7 @@ impl Engine {
         let file = GgufFile::from_bytes(bytes)?;
         let tokenizer = &self.session.tokenizer;
         // Before any weight is loaded: a draft of another vocabulary costs no upload.
-        let mut info = draft::check(tokenizer, &file)?;
+        let mut info = draft::check(tokenizer, &file.header)?;
         let (drafter, context) = draft::load(&loaded.model, tokenizer, file)?;
         info.context = context;
         loaded.drafters.set_draft_model(drafter);
@@ -321,75 +324,118 @@ impl Engine {
     }
 }
 
+/// `Engine.load`'s options, checked before any byte of the model is read.
+struct TargetOptions {
+    context: Option<usize>,
+    backend: backend::BackendOption,
+    history_tokens: usize,
+    threads: threads::Threads,
+}
+
+impl TargetOptions {
+    fn from_js(options: &JsValue) -> Result<Self, WebError> {
+        let options: LoadOptions = options::from_js(options)?;
+        if options.context == Some(0) {
+            return Err(WebError::new(
+                Code::InvalidOption,
+                "context must be at least 1",
+            ));
+        }
+        let history_tokens = options
+            .history_tokens
+            .unwrap_or(options::DEFAULT_HISTORY_TOKENS);
+        if history_tokens > options::MAX_HISTORY_TOKENS {
+            return Err(WebError::new(
+                Code::InvalidOption,
+                format!(
+                    "historyTokens: at most {} (got {history_tokens})",
+                    options::MAX_HISTORY_TOKENS
+                ),
+            ));
+        }
+        Ok(TargetOptions {
+            context: options.context,
+            backend: options.backend,
+            history_tokens,
+            threads: threads::cpu_threads(options.threads, threads::Place::here())?,
+        })
+    }
+
+    /// The GPU engine's model, once its weights are on `ctx`.
+    fn gpu(
+        &self,
+        session: &mut Session,
+        model: GpuModel,
+        ctx: GpuContext,
+    ) -> Result<Model, WebError> {
+        ctx.check()?;
+        session.set_engine(model.capacity(), &ctx.adapter_info);
+        Ok(Model::Gpu {
+            model: Paced {
+                inner: model,
+                turn: Turn::First,
+            },
+            ctx,
+        })
+    }
+
+    /// The CPU engine over `file`; `reason`: why `auto` did not take WebGPU.
+    fn cpu(
+        &self,
+        session: &mut Session,
+        file: GgufFile,
+        reason: Option<String>,
+    ) -> Result<Model, WebError> {
+        let threads = &self.threads;
+        let context = self.context.unwrap_or(CPU_DEFAULT_CONTEXT);
+        let engine = CpuEngine::load(Arc::new(file), &cpu_options(context, threads.count))?;
+        let plural = if threads.count == 1 { "" } else { "s" };
+        let kernels = format!(
+            "CPU engine ({}, {} thread{plural})",
+            engine.isa().name(),
+            threads.count
+        );
+        session.set_engine(engine.capacity(), &kernels);
+        session.info.backend = "cpu";
+        session.info.backend_reason = reason;
+        session.info.threads = Some(threads.count);
+        session.info.threads_reason = threads.reason.clone();
+        Ok(Model::Cpu(Paced {
+            inner: engine,
+            turn: Turn::Fair,
+        }))
+    }
+
+    /// The engine over `model`.
+    fn engine(&self, session: Session, model: Model) -> Engine {
+        Engine {
+            session: Rc::new(session),
+            slot: Rc::new(RefCell::new(Some(Loaded {
+                model,
+                drafters: Drafters::new(self.history_tokens),
+            }))),
+            cancel: Rc::new(Cell::new(false)),
+            draft: Rc::new(RefCell::new(None)),
+        }
+    }
+}
+
 async fn load_engine(bytes: Vec<u8>, options: &JsValue) -> Result<Engine, WebError> {
-    let options: LoadOptions = options::from_js(options)?;
-    if options.context == Some(0) {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            "context must be at least 1",
-        ));
-    }
-    let history_tokens = options
-        .history_tokens
-        .unwrap_or(options::DEFAULT_HISTORY_TOKENS);
-    if history_tokens > options::MAX_HISTORY_TOKENS {
-        return Err(WebError::new(
-            Code::InvalidOption,
-            format!(
-                "historyTokens: at most {} (got {history_tokens})",
-                options::MAX_HISTORY_TOKENS
-            ),
-        ));
-    }
-    let threads = threads::cpu_threads(options.threads, threads::Place::here())?;
-    let choice = backend::choose(options.backend).await;
+    let target = TargetOptions::from_js(options)?;
+    let choice = backend::choose(target.backend).await;
     let file = GgufFile::from_bytes(bytes)?;
-    let mut session = Session::new(&file)?;
+    let mut session = Session::new(&file.header)?;
     let model = match choice {
         Choice::Webgpu => {
             // The device checkWebGpu() opened before the model was fetched, or a new one
             // (no_webgpu / adapter_limits when there is none).
             let ctx = device::open().await?;
-            let model = GpuModel::load(&ctx, &file, options.context)?;
-            ctx.check()?;
-            session.set_engine(model.capacity(), &ctx.adapter_info);
-            Model::Gpu {
-                model: Paced {
-                    inner: model,
-                    turn: Turn::First,
-                },
-                ctx,
-            }
+            let model = GpuModel::load(&ctx, &file, target.context)?;
+            target.gpu(&mut session, model, ctx)?
         }
-        Choice::Cpu { reason } => {
-            let context = options.context.unwrap_or(CPU_DEFAULT_CONTEXT);
-            let engine = CpuEngine::load(Arc::new(file), &cpu_options(context, threads.count))?;
-            let plural = if threads.count == 1 { "" } else { "s" };
-            let kernels = format!(
-                "CPU engine ({}, {} thread{plural})",
-                engine.isa().name(),
-                threads.count
-            );
-            session.set_engine(engine.capacity(), &kernels);
-            session.info.backend = "cpu";
-            session.info.backend_reason = reason;
-            session.info.threads = Some(threads.count);
-            session.info.threads_reason = threads.reason;
-            Model::Cpu(Paced {
-                inner: engine,
-                turn: Turn::Fair,
-            })
-        }
+        Choice::Cpu { reason } => target.cpu(&mut session, file, reason)?,
     };
-    Ok(Engine {
-        session: Rc::new(session),
-        slot: Rc::new(RefCell::new(Some(Loaded {
-            model,
-            drafters: Drafters::new(history_tokens),
-        }))),
-        cancel: Rc::new(Cell::new(false)),
-        draft: RefCell::new(None),
-    })
+    Ok(target.engine(session, model))
 }
 
 async fn run_generation(

@@ -2,8 +2,9 @@
 //! `Runahead.probe` reads a growing prefix of the file (HTTP Range requests, a Blob slice, the
 //! cached entry's first bytes) and calls [`probe_header`] until it answers. Every check is the
 //! loaders' own: the header is parsed by the GGUF reader ([`Gguf::parse_prefix`]), the
-//! architecture and hyper-parameters by [`ModelConfig::from_header`], every tensor the model
-//! reads by [`check_header_tensors`], the tokenizer and chat template by their constructors.
+//! architecture and hyper-parameters by the architecture's plan as the page's engines run it
+//! ([`page_config`]), every tensor the model reads by [`page_tensors`], the tokenizer and chat
+//! template by their constructors.
 //! The sizes are the engines' layouts: weights as the GPU engine's memory plan counts them
 //! (matrices as stored, vectors as f32), the KV cache in f16 (keys and values of every layer for
 //! the cache's tokens, on the GPU engine and the CPU engine alike).
@@ -11,14 +12,13 @@
 use std::collections::BTreeMap;
 
 use runahead_gguf::{Gguf, GgufError, DEFAULT_HEADER_BUDGET};
-use runahead_model::{
-    check_header_tensors, model_template, ChatTemplate, ModelConfig, ModelError, Tokenizer,
-};
+use runahead_model::{model_template, ChatTemplate, ModelConfig, ModelError, Tokenizer};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::backend::{self, BackendOption, Choice};
 use crate::error::{Code, WebError};
+use crate::session::{page_config, page_tensors};
 
 /// Bytes of one KV cache entry element (f16), as both engines keep the cache.
 const KV_ELEMENT_BYTES: u64 = 2;
@@ -134,9 +134,9 @@ struct Probe {
 /// `probeHeader` before the header is whole: read at least `needBytes` from the file's start.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct NeedMore {
+pub(crate) struct NeedMore {
     complete: bool,
-    need_bytes: u64,
+    pub(crate) need_bytes: u64,
 }
 
 /// Describes a GGUF file from its first bytes. `prefix`: the file's first bytes; `file_size`:
@@ -210,7 +210,11 @@ fn probe(prefix: &[u8], file_size: Option<f64>, context: Option<f64>) -> Result<
 
 /// The bytes to read next when the prefix ended inside the header; any other error is the
 /// file's.
-fn need_more(e: GgufError, have: u64, file_size: Option<u64>) -> Result<NeedMore, WebError> {
+pub(crate) fn need_more(
+    e: GgufError,
+    have: u64,
+    file_size: Option<u64>,
+) -> Result<NeedMore, WebError> {
     let Some(needed) = e.bytes_needed() else {
         return Err(e.into());
     };
@@ -237,9 +241,9 @@ fn need_more(e: GgufError, have: u64, file_size: Option<u64>) -> Result<NeedMore
 
 fn describe(header: &Gguf, file_size: Option<u64>, context: Option<usize>) -> Probe {
     let meta = &header.metadata;
-    let config = ModelConfig::from_header(header);
+    let config = page_config(header);
     let tensors = match &config {
-        Ok(config) => check_header_tensors(header, config),
+        Ok(config) => page_tensors(header, config),
         Err(_) => Err(ModelError::Config(
             "not checked: the architecture is not supported".into(),
         )),

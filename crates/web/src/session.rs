@@ -5,12 +5,12 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use runahead_gguf::GgufFile;
+use runahead_gguf::Gguf;
 use runahead_grammar::{Grammar, GrammarError, Vocabulary};
 use runahead_model::tools::{Tool, ToolSyntax};
 use runahead_model::{
-    check_conversation, model_template, ChatMessage, ChatTemplate, ModelConfig, ModelError,
-    Tokenizer,
+    check_conversation, check_header_tensors_for, model_template, ChatMessage, ChatTemplate,
+    ModelConfig, ModelError, Step, TensorTotals, Tokenizer,
 };
 use serde::Serialize;
 
@@ -24,7 +24,7 @@ pub struct ModelInfo {
     /// `general.name`, when the file has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `general.architecture` (`llama`, `qwen2`).
+    /// `general.architecture` (`llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`).
     pub architecture: String,
     pub layers: usize,
     pub embedding: usize,
@@ -74,17 +74,33 @@ pub struct Session {
 }
 
 /// Tensor count per GGML type (`Q4_1: 120, F32: 61`).
-pub(crate) fn tensor_types(file: &GgufFile) -> BTreeMap<String, usize> {
+pub(crate) fn tensor_types(header: &Gguf) -> BTreeMap<String, usize> {
     let mut types = BTreeMap::new();
-    for t in &file.header.tensors {
+    for t in &header.tensors {
         *types.entry(t.ty.to_string()).or_default() += 1;
     }
     types
 }
 
 /// Weights in the file (every tensor's elements).
-pub(crate) fn parameters(file: &GgufFile) -> u64 {
-    file.header.tensors.iter().map(|t| t.n_elements()).sum()
+pub(crate) fn parameters(header: &Gguf) -> u64 {
+    header.tensors.iter().map(|t| t.n_elements()).sum()
+}
+
+/// The page's engines (WebGPU and the CPU engine) execute every step of an architecture's plan.
+const PAGE_STEPS: &[Step] = Step::ALL;
+
+/// The model's configuration, as the page's engines run it.
+pub(crate) fn page_config(header: &Gguf) -> Result<ModelConfig, ModelError> {
+    ModelConfig::for_engine(header, "the page's engines", PAGE_STEPS)
+}
+
+/// Every tensor the model reads, checked against its header.
+pub(crate) fn page_tensors(
+    header: &Gguf,
+    config: &ModelConfig,
+) -> Result<TensorTotals, ModelError> {
+    check_header_tensors_for(header, config, "the page's engines", PAGE_STEPS)
 }
 
 /// Metadata problems in a file that parsed as GGUF mean "a model this engine cannot run".
@@ -101,9 +117,9 @@ pub(crate) fn unsupported(e: ModelError) -> WebError {
 impl Session {
     /// Reads tokenizer, template and description (the engine's part of the description is
     /// filled in by [`Session::set_engine`] once the weights are on the GPU).
-    pub fn new(file: &GgufFile) -> Result<Self, WebError> {
-        let meta = &file.header.metadata;
-        let config = ModelConfig::from_file(file).map_err(unsupported)?;
+    pub fn new(header: &Gguf) -> Result<Self, WebError> {
+        let meta = &header.metadata;
+        let config = page_config(header).map_err(unsupported)?;
         let tokenizer = Tokenizer::from_metadata(meta).map_err(unsupported)?;
         let template = match model_template(meta).map(|t| t.source) {
             Some(source) => {
@@ -128,8 +144,8 @@ impl Session {
             vocab: config.vocab_size,
             context: 0,
             trained_context: config.context_length,
-            parameters: parameters(file),
-            tensor_types: tensor_types(file),
+            parameters: parameters(header),
+            tensor_types: tensor_types(header),
             chat_template: template.is_some(),
             bos: tokenizer.bos,
             eos: tokenizer.eos,

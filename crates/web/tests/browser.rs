@@ -15,7 +15,7 @@ use runahead_cpu::{CpuEngine, CpuOptions, Isa};
 use runahead_gguf::GgufFile;
 use runahead_model::testing::TinyModel;
 use runahead_model::{argmax, Batch, CpuModel, LanguageModel, Tokenizer};
-use runahead_web::{Engine, ModelBytes};
+use runahead_web::{Engine, ModelStream};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -290,30 +290,48 @@ async fn bad_input_gives_error_codes_and_leaves_the_engine_usable() {
     .expect("an unknown backend is refused");
     assert_eq!(code(&error), "invalid_option");
 
-    // A model streamed into WebAssembly memory: a chunk past the size the download announced,
-    // a download that ends early, and a size no page can hold are errors, not panics.
+    // A model streamed in: a chunk past the size the download announced, a chunk out of place
+    // and a download that ends early are `fetch`, a size that is not one `invalid_option`, a
+    // size the CPU engine cannot hold `out_of_memory`; a stream of unknown size loads.
     let file = TinyModel::llama().to_gguf();
-    let mut bytes = ModelBytes::new(file.len() as f64).expect("reserved");
-    let error = bytes
-        .write(8.0, &file)
+    let write = |stream: &ModelStream, at: usize, chunk: &[u8]| {
+        JsFuture::from(stream.write(at as f64, chunk))
+    };
+    let stream = Engine::stream_model(file.len() as f64, JsValue::UNDEFINED).expect("a stream");
+    let error = write(&stream, 8, &file)
+        .await
         .expect_err("a chunk past the announced size");
     assert_eq!(code(&error), "fetch");
-    bytes.write(0.0, &file[..100]).expect("the first chunk");
-    let error = Engine::load_model_bytes(bytes, JsValue::UNDEFINED)
+    write(&stream, 0, &file[..100])
         .await
-        .err()
-        .expect("only 100 bytes arrived");
+        .expect("the first chunk");
+    let error = stream.finish().err().expect("only 100 bytes arrived");
     assert_eq!(code(&error), "fetch", "{error:?}");
-    for size in [1e15, -1.0, 0.5] {
-        let error = ModelBytes::new(size).err().expect("an impossible size");
-        assert_eq!(code(&error), "out_of_memory", "{size}");
-    }
-    let mut bytes = ModelBytes::new(0.0).expect("size unknown");
-    for chunk in file.chunks(1000) {
-        bytes.push(chunk).expect("appended");
-    }
-    Engine::load_model_bytes(bytes, JsValue::UNDEFINED)
+    let stream = Engine::stream_model(file.len() as f64, JsValue::UNDEFINED).expect("a stream");
+    write(&stream, 0, &file[..100])
         .await
+        .expect("the first chunk");
+    let error = write(&stream, 300, &file[300..400])
+        .await
+        .expect_err("a chunk out of place");
+    assert_eq!(code(&error), "fetch");
+    for size in [-1.0, 0.5, 1e300] {
+        let error = Engine::stream_model(size, JsValue::UNDEFINED)
+            .err()
+            .expect("an impossible size");
+        assert_eq!(code(&error), "invalid_option", "{size}");
+    }
+    let stream = Engine::stream_model(1e15, options(r#"{"backend": "cpu"}"#)).expect("a stream");
+    let error = write(&stream, 0, &file)
+        .await
+        .expect_err("a petabyte in WebAssembly memory");
+    assert_eq!(code(&error), "out_of_memory");
+    let stream = Engine::stream_model(0.0, JsValue::UNDEFINED).expect("size unknown");
+    for (i, chunk) in file.chunks(1000).enumerate() {
+        write(&stream, i * 1000, chunk).await.expect("a chunk");
+    }
+    stream
+        .finish()
         .expect("a model streamed without a known size loads");
 
     let engine = load(TinyModel::qwen2().to_gguf())
@@ -484,5 +502,54 @@ async fn the_cpu_backend_streams_the_cpu_engines_greedy_tokens() {
                 );
             }
         }
+    }
+}
+
+/// Streams `bytes` into `stream` in chunks of the sizes `chunks` cycles through.
+async fn stream_in(stream: &ModelStream, bytes: &[u8], chunks: &[usize]) {
+    let mut at = 0;
+    for &n in chunks.iter().cycle() {
+        if at == bytes.len() {
+            break;
+        }
+        let end = (at + n).min(bytes.len());
+        JsFuture::from(stream.write(at as f64, &bytes[at..end]))
+            .await
+            .expect("a chunk");
+        at = end;
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_model_streamed_onto_webgpu_generates_what_the_loaded_one_does() {
+    let opts = r#"{"maxTokens": 16, "draft": "none"}"#;
+    for spec in [TinyModel::qwen2(), TinyModel::gemma3()] {
+        let bytes = spec.to_gguf();
+        let loaded = load(bytes.clone()).await.expect("engine loads");
+        let want = token_ids(&run(&loaded, opts, None).await.expect("generates"));
+        let json = format!(r#"{{"context": {CONTEXT}, "backend": "webgpu"}}"#);
+        let stream = Engine::stream_model(bytes.len() as f64, options(&json)).expect("a stream");
+        stream_in(&stream, &bytes, &[1, 3, 4093, 65_537, 2]).await;
+        let engine = stream.finish().expect("the streamed model");
+        let info = engine.info().expect("info");
+        assert_eq!(
+            field(&info, &["backend"]).as_string().as_deref(),
+            Some("webgpu")
+        );
+        let got = run(&engine, opts, None).await.expect("generates");
+        assert_eq!(token_ids(&got), want, "{}", spec.arch_name());
+
+        // The draft model through the same path, onto the target's device.
+        let draft = engine.stream_draft(0.0).expect("a draft stream");
+        stream_in(&draft, &bytes, &[65_536]).await;
+        let described = draft.finish_draft().expect("the draft model");
+        assert_eq!(
+            field(&described, &["context"]).as_f64(),
+            Some(CONTEXT as f64)
+        );
+        let drafted = run(&engine, r#"{"maxTokens": 16, "draft": "model"}"#, None)
+            .await
+            .expect("generates with the draft model");
+        assert_eq!(token_ids(&drafted), want, "{} drafting", spec.arch_name());
     }
 }

@@ -6,11 +6,12 @@ use std::cell::Cell;
 use wgpu::util::DeviceExt;
 use wgpu::BufferUsages as U;
 
-use runahead_gguf::GgufFile;
+use runahead_gguf::{Gguf, TensorData};
 use runahead_model::{
     Activation, ModelConfig, ModelError, Plan, Result, RopeFactors, RopeMode, Step, Tensor,
 };
 
+use super::fill::Uploads;
 use super::memory::BufferSizes;
 use super::weights::{gate_up_parts, matrix, qkv_parts, stacked, vector, widening_growth};
 use super::{Dispatch, GpuModel, Grid, KvBuffers, StepBuffers, DEFAULT_CONTEXT, MAX_ROWS};
@@ -21,6 +22,7 @@ struct Builder<'a> {
     ctx: &'a GpuContext,
     dispatches: Vec<Dispatch>,
     step: wgpu::Buffer,
+    up: Uploads<'a>,
 }
 
 impl Builder<'_> {
@@ -56,14 +58,26 @@ impl Builder<'_> {
             })
     }
 
-    fn f32_storage(&self, label: &str, data: &[f32]) -> wgpu::Buffer {
-        self.ctx
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents: bytemuck::cast_slice(data),
-                usage: U::STORAGE,
-            })
+    /// A buffer of `words` f32s that `make` computes from the tensors `needs` names.
+    fn f32_buffer(
+        &mut self,
+        label: &str,
+        words: usize,
+        needs: Vec<String>,
+        make: impl FnOnce(&dyn TensorData) -> Result<Vec<f32>> + 'static,
+    ) -> Result<wgpu::Buffer> {
+        let buffer = self.buffer(label, 4 * words as u64, U::STORAGE | U::COPY_DST)?;
+        let make = move |data: &dyn TensorData| -> Result<Vec<u8>> {
+            Ok(bytemuck::cast_slice(&make(data)?).to_vec())
+        };
+        self.up.make(&buffer, needs, Box::new(make))?;
+        Ok(buffer)
+    }
+
+    /// The f32 vector `name` of `len` values in a buffer of its own.
+    fn vector(&mut self, label: &str, name: String, len: usize) -> Result<wgpu::Buffer> {
+        let needs = vec![name.clone()];
+        self.f32_buffer(label, len, needs, move |data| vector(data, &name, len))
     }
 
     /// A dispatch of `op` whose bindings are `buffers` in binding order, then the op's
@@ -271,9 +285,16 @@ enum Input<'b> {
 /// The steps of a [`Plan`] this engine executes: all of them.
 pub const STEPS: &[Step] = Step::ALL;
 
-pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) -> Result<GpuModel> {
+/// Builds the model described by `header`, its weights written through `up` (at once, or
+/// recorded for a stream), which is handed back with the model.
+pub(super) fn load<'a>(
+    ctx: &'a GpuContext,
+    header: &Gguf,
+    up: Uploads<'a>,
+    context: Option<usize>,
+) -> Result<(GpuModel, Uploads<'a>)> {
     // Checks every hyper-parameter; a step this engine does not run is refused by name.
-    let plan = Plan::from_header(&file.header)?;
+    let plan = Plan::from_header(header)?;
     plan.require("the GPU engine", STEPS)?;
     let config = plan.config.clone();
     let c = &config;
@@ -281,12 +302,12 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     // Everything is decided before the first buffer: every tensor's presence, shape and type
     // (and no tensor the plan does not read), then every buffer's size against the device's
     // limits and the memory budget.
-    let mut tensors = plan.check_header(&file.header)?;
-    let factors = rope_factors(file, &plan, capacity)?;
+    let mut tensors = plan.check_header(header)?;
+    let factors = rope_factors(&plan, capacity);
     tensors.file_bytes = tensors
         .file_bytes
-        .saturating_add(widening_growth(file, &plan)?)
-        .saturating_add(aux_growth(&plan, factors.as_deref()));
+        .saturating_add(widening_growth(header, &plan)?)
+        .saturating_add(aux_growth(&plan, factors.as_ref()));
     let size = BufferSizes::of(c, capacity)?;
     let memory = size.check(ctx, c, tensors)?;
 
@@ -300,6 +321,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         ctx,
         dispatches: Vec::new(),
         step,
+        up,
     };
     let act = Activations::new(&b, &size)?;
     let io = step_buffers(&b, &size)?;
@@ -313,7 +335,7 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         scratch: b.storage("kv_scratch", size.kv_rows)?,
     };
 
-    let token_embd = embed(&mut b, file, &plan, &io, &act)?;
+    let token_embd = embed(&mut b, &plan, &io, &act)?;
     // Seven dispatches a layer where the kernel shape fuses inputs: q/k/v product (reading the
     // norm), biases + Q/K norms + RoPE + cache store, attention (per chunk, then the chunks
     // merged), output product (+ residual), gate/up product (reading the norm), down product
@@ -322,19 +344,12 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
     // whose matrices differ in block format takes one dispatch per run of equal ones.
     for l in 0..c.n_layers {
         let buffers = (&act, &io, &kv);
-        layer(
-            &mut b,
-            file,
-            &plan,
-            l,
-            (capacity, factors.as_deref()),
-            buffers,
-        )?;
+        layer(&mut b, &plan, l, (capacity, factors.as_ref()), buffers)?;
     }
-    let (argmax_dispatch, top_k_dispatch) = logits(&mut b, file, &plan, token_embd, &act, &io)?;
+    let (argmax_dispatch, top_k_dispatch) = logits(&mut b, &plan, token_embd, &act, &io)?;
     ctx.check()?;
 
-    Ok(GpuModel {
+    let model = GpuModel {
         ctx: ctx.clone(),
         config,
         capacity,
@@ -348,7 +363,8 @@ pub(super) fn load(ctx: &GpuContext, file: &GgufFile, context: Option<usize>) ->
         kv,
         memory,
         stats: Cell::new(Default::default()),
-    })
+    };
+    Ok((model, b.up))
 }
 
 /// The KV cache's size in entries (`context`, default [`DEFAULT_CONTEXT`], at most the model's
@@ -415,17 +431,11 @@ fn step_buffers(b: &Builder, size: &BufferSizes) -> Result<StepBuffers> {
 
 /// The embedding lookup into `x`, one dispatch per piece of the table; the table (the output
 /// matrix too where the model ties them).
-fn embed(
-    b: &mut Builder,
-    file: &GgufFile,
-    plan: &Plan,
-    io: &StepBuffers,
-    act: &Activations,
-) -> Result<GpuMatrix> {
+fn embed(b: &mut Builder, plan: &Plan, io: &StepBuffers, act: &Activations) -> Result<GpuMatrix> {
     let c = &plan.config;
     let d = c.n_embd;
     let name = Tensor::TokenEmbd.name(None);
-    let token_embd = matrix(b.ctx, file, &name, c.vocab_size, d)?;
+    let token_embd = matrix(b.ctx, &mut b.up, &name, c.vocab_size, d)?;
     for piece in &token_embd.pieces {
         let p = [
             d as u32,
@@ -446,62 +456,103 @@ fn embed(
     Ok(token_embd)
 }
 
-/// The RoPE frequency factors the plan reads (`[rope_dim / 2]`): Llama 3's `rope_freqs`, or
-/// LongRoPE's long factors where the context exceeds the original one and the short ones
-/// otherwise (as [`Plan::ropes`] picks them for the reference).
-fn rope_factors(file: &GgufFile, plan: &Plan, capacity: usize) -> Result<Option<Vec<f32>>> {
+/// The RoPE frequency factors the plan reads (`[rope_dim / 2]`), by tensor name: Llama 3's
+/// `rope_freqs`, or LongRoPE's long factors where the context exceeds the original one and the
+/// short ones otherwise (as [`Plan::ropes`] picks them for the reference).
+fn rope_factors(plan: &Plan, capacity: usize) -> Option<(String, usize)> {
     let pairs = plan.config.rope_dim / 2;
     let tensor = match plan.rope_factors {
-        RopeFactors::None => return Ok(None),
+        RopeFactors::None => return None,
         RopeFactors::Freqs => Tensor::RopeFreqs,
         RopeFactors::LongShort { original_context } if capacity > original_context => {
             Tensor::RopeFactorsLong
         }
         RopeFactors::LongShort { .. } => Tensor::RopeFactorsShort,
     };
-    vector(file, &tensor.name(None), pairs).map(Some)
+    Some((tensor.name(None), pairs))
 }
 
 /// What `qkv_rope_store.wgsl` reads besides the product, in one buffer: the q/k/v biases (zeros
-/// where a later part needs the offset), the Q and K norms, the RoPE factors.
-fn rope_aux(file: &GgufFile, plan: &Plan, l: usize, factors: Option<&[f32]>) -> Result<Vec<f32>> {
-    let c = &plan.config;
-    let (q, kv, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
-    let mut aux = Vec::new();
-    if c.qkv_bias {
-        aux.extend(vector(file, &Tensor::AttnQBias.at(l), q)?);
-        aux.extend(vector(file, &Tensor::AttnKBias.at(l), kv)?);
-        aux.extend(vector(file, &Tensor::AttnVBias.at(l), kv)?);
-    }
-    if plan.qk_norm || factors.is_some() {
-        aux.resize(q + 2 * kv, 0.0);
-    }
-    if plan.qk_norm {
-        aux.extend(vector(file, &Tensor::AttnQNorm.at(l), hd)?);
-        aux.extend(vector(file, &Tensor::AttnKNorm.at(l), hd)?);
-    }
-    if let Some(f) = factors {
-        aux.resize(q + 2 * kv + 2 * hd, 0.0);
-        aux.extend_from_slice(f);
-    }
-    if aux.is_empty() {
-        aux.push(0.0);
-    }
-    Ok(aux)
+/// where a later part needs the offset), the Q and K norms, the RoPE factors (`[pairs]`, by
+/// tensor name).
+#[derive(Clone)]
+struct RopeAux {
+    q: usize,
+    kv: usize,
+    head_dim: usize,
+    biases: Option<[String; 3]>,
+    norms: Option<[String; 2]>,
+    factors: Option<(String, usize)>,
 }
 
-/// Bytes the layers' [`rope_aux`] buffers hold beyond the file's vectors (the memory plan counts
+impl RopeAux {
+    fn of(plan: &Plan, l: usize, factors: Option<&(String, usize)>) -> Self {
+        let c = &plan.config;
+        RopeAux {
+            q: c.q_dim(),
+            kv: c.kv_dim(),
+            head_dim: c.head_dim,
+            biases: c.qkv_bias.then(|| {
+                [Tensor::AttnQBias, Tensor::AttnKBias, Tensor::AttnVBias].map(|t| t.at(l))
+            }),
+            norms: plan
+                .qk_norm
+                .then(|| [Tensor::AttnQNorm, Tensor::AttnKNorm].map(|t| t.at(l))),
+            factors: factors.cloned(),
+        }
+    }
+
+    fn needs(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.biases.iter().flatten().cloned().collect();
+        names.extend(self.norms.iter().flatten().cloned());
+        names.extend(self.factors.iter().map(|(name, _)| name.clone()));
+        names
+    }
+
+    /// The buffer's values, each vector read by `get(name, len)`.
+    fn values(&self, get: &mut dyn FnMut(&str, usize) -> Result<Vec<f32>>) -> Result<Vec<f32>> {
+        let (q, kv, hd) = (self.q, self.kv, self.head_dim);
+        let mut aux = Vec::new();
+        if let Some([bq, bk, bv]) = &self.biases {
+            aux.extend(get(bq, q)?);
+            aux.extend(get(bk, kv)?);
+            aux.extend(get(bv, kv)?);
+        }
+        if self.norms.is_some() || self.factors.is_some() {
+            aux.resize(q + 2 * kv, 0.0);
+        }
+        if let Some([nq, nk]) = &self.norms {
+            aux.extend(get(nq, hd)?);
+            aux.extend(get(nk, hd)?);
+        }
+        if let Some((name, pairs)) = &self.factors {
+            aux.resize(q + 2 * kv + 2 * hd, 0.0);
+            aux.extend(get(name, *pairs)?);
+        }
+        if aux.is_empty() {
+            aux.push(0.0);
+        }
+        Ok(aux)
+    }
+
+    /// The buffer's length in f32s (the layout does not depend on the values).
+    fn words(&self) -> Result<usize> {
+        Ok(self.values(&mut |_, len| Ok(vec![0.0; len]))?.len())
+    }
+}
+
+/// Bytes the layers' [`RopeAux`] buffers hold beyond the file's vectors (the memory plan counts
 /// those once, as f32): the zeros before the norms or factors, and each layer's copy of the
 /// RoPE factors.
-fn aux_growth(plan: &Plan, factors: Option<&[f32]>) -> u64 {
+fn aux_growth(plan: &Plan, factors: Option<&(String, usize)>) -> u64 {
     let c = &plan.config;
     let mut words = 0usize;
     if !c.qkv_bias && (plan.qk_norm || factors.is_some()) {
         words += c.q_dim() + 2 * c.kv_dim();
     }
-    if let Some(f) = factors {
+    if let Some((_, pairs)) = factors {
         words += if plan.qk_norm { 0 } else { 2 * c.head_dim };
-        words += f.len();
+        words += pairs;
     }
     (words as u64).saturating_mul(4 * c.n_layers as u64)
 }
@@ -528,10 +579,9 @@ fn post_norm(
 /// feed-forward block. `factors`: the RoPE frequency factors ([`rope_factors`]).
 fn layer(
     b: &mut Builder,
-    file: &GgufFile,
     plan: &Plan,
     l: usize,
-    (capacity, factors): (usize, Option<&[f32]>),
+    (capacity, factors): (usize, Option<&(String, usize)>),
     (act, io, kv): (&Activations, &StepBuffers, &KvBuffers),
 ) -> Result<()> {
     let ctx = b.ctx;
@@ -540,12 +590,16 @@ fn layer(
     let (d, q_dim, kv_dim, ff, r) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff, MAX_ROWS);
     let qkv_width = q_dim + 2 * kv_dim;
     let name = |t: Tensor| t.at(l);
-    let attn_norm = b.f32_storage("attn_norm", &vector(file, &name(Tensor::AttnNorm), d)?);
+    let attn_norm = b.vector("attn_norm", name(Tensor::AttnNorm), d)?;
     let normed = b.normed(&act.x, &attn_norm, &act.h, d, c.rms_eps);
-    for (w, col0) in stacked(ctx, file, &qkv_parts(plan, l), d)? {
+    for (w, col0) in stacked(ctx, &mut b.up, &qkv_parts(plan, l), d)? {
         b.product(normed, &w, &act.qkv, qkv_width, col0, false);
     }
-    let aux = b.f32_storage("attn_qkv.aux", &rope_aux(file, plan, l, factors)?);
+    let aux_layout = RopeAux::of(plan, l, factors);
+    let words = aux_layout.words()?;
+    let aux = b.f32_buffer("attn_qkv.aux", words, aux_layout.needs(), move |data| {
+        aux_layout.values(&mut |name, len| vector(data, name, len))
+    })?;
     let theta_scale = a.rope_base.powf(-2.0 / c.rope_dim as f32).to_bits();
     let neox = (c.rope_mode == RopeMode::Neox) as u32;
     let scaled = a.rope_freq_scale != 1.0 || plan.rope_attn_factor != 1.0 || factors.is_some();
@@ -614,17 +668,11 @@ fn layer(
             per_token: c.n_heads * c.head_dim / 4,
         },
     );
-    let wo = matrix(ctx, file, &name(Tensor::AttnOutput), d, q_dim)?;
+    let wo = matrix(ctx, &mut b.up, &name(Tensor::AttnOutput), d, q_dim)?;
     let post_norms = match plan.post_norms {
         true => Some((
-            b.f32_storage(
-                "post_attention_norm",
-                &vector(file, &name(Tensor::PostAttnNorm), d)?,
-            ),
-            b.f32_storage(
-                "post_ffw_norm",
-                &vector(file, &name(Tensor::PostFfnNorm), d)?,
-            ),
+            b.vector("post_attention_norm", name(Tensor::PostAttnNorm), d)?,
+            b.vector("post_ffw_norm", name(Tensor::PostFfnNorm), d)?,
         )),
         false => None,
     };
@@ -637,9 +685,9 @@ fn layer(
         None => b.matmul(&wo, &act.attn, &act.x, d, true),
     }
 
-    let ffn_norm = b.f32_storage("ffn_norm", &vector(file, &name(Tensor::FfnNorm), d)?);
+    let ffn_norm = b.vector("ffn_norm", name(Tensor::FfnNorm), d)?;
     let normed = b.normed(&act.x, &ffn_norm, &act.h, d, c.rms_eps);
-    for (w, col0) in stacked(ctx, file, &gate_up_parts(plan, l), d)? {
+    for (w, col0) in stacked(ctx, &mut b.up, &gate_up_parts(plan, l), d)? {
         b.product(normed, &w, &act.gate_up, 2 * ff, col0, false);
     }
     let input = match plan.activation {
@@ -655,7 +703,7 @@ fn layer(
             Input::Plain(&act.ffn_act)
         }
     };
-    let w_down = matrix(ctx, file, &name(Tensor::FfnDown), d, ff)?;
+    let w_down = matrix(ctx, &mut b.up, &name(Tensor::FfnDown), d, ff)?;
     match &post_norms {
         Some((_, post_ffn)) => {
             b.product(input, &w_down, &act.h, d, 0, false);
@@ -670,7 +718,6 @@ fn layer(
 /// output matrix of its own), and the argmax and top-k dispatches that read them.
 fn logits(
     b: &mut Builder,
-    file: &GgufFile,
     plan: &Plan,
     token_embd: GpuMatrix,
     act: &Activations,
@@ -678,11 +725,10 @@ fn logits(
 ) -> Result<(Dispatch, Dispatch)> {
     let c = &plan.config;
     let (d, vocab) = (c.n_embd, c.vocab_size);
-    let norm = vector(file, &Tensor::OutputNorm.name(None), d)?;
-    let output_norm = b.f32_storage("output_norm", &norm);
+    let output_norm = b.vector("output_norm", Tensor::OutputNorm.name(None), d)?;
     let normed = b.normed(&act.x, &output_norm, &act.h, d, c.rms_eps);
     let output = match plan.separate_output {
-        true => matrix(b.ctx, file, &Tensor::Output.name(None), vocab, d)?,
+        true => matrix(b.ctx, &mut b.up, &Tensor::Output.name(None), vocab, d)?,
         false => token_embd,
     };
     b.product(normed, &output, &io.logits, vocab, 0, false);

@@ -1,19 +1,23 @@
 //! The weights as the GPU engine reads them from the file: matrices checked for their shape
-//! and uploaded (stacked where a layer's products write side by side), and f32 vectors.
+//! and uploaded (stacked where a layer's products write side by side), and f32 vectors. Every
+//! byte goes through [`Uploads`], at once or as the file streams in.
 
-use runahead_gguf::{widen_to_q8_0, widens_to_q8_0, GgmlType, GgufFile};
+use runahead_gguf::{widen_to_q8_0, widens_to_q8_0, GgmlType, Gguf, TensorData, TensorInfo};
 use runahead_model::{ModelError, Plan, Result, Tensor};
 
+use super::fill::Uploads;
 use crate::{GpuContext, GpuMatrix};
 
 /// The tensor `name`, checked to be a `rows x cols` matrix.
 pub(super) fn matrix_info<'f>(
-    file: &'f GgufFile,
+    header: &'f Gguf,
     name: &str,
     rows: usize,
     cols: usize,
-) -> Result<&'f runahead_gguf::TensorInfo> {
-    let info = file.tensor_info(name)?;
+) -> Result<&'f TensorInfo> {
+    let info = header
+        .tensor(name)
+        .ok_or_else(|| runahead_gguf::GgufError::MissingTensor(name.to_owned()))?;
     if info.shape != [cols as u64, rows as u64] {
         return Err(ModelError::TensorShape {
             name: name.to_owned(),
@@ -30,21 +34,19 @@ pub(super) fn matrix_info<'f>(
 /// row's product either way (the kernels reduce every row alone).
 pub(super) fn stacked(
     ctx: &GpuContext,
-    file: &GgufFile,
+    up: &mut Uploads,
     parts: &[(String, usize)],
     cols: usize,
 ) -> Result<Vec<(GpuMatrix, usize)>> {
+    let header = up.header();
     let infos = parts
         .iter()
-        .map(|(name, rows)| matrix_info(file, name, *rows, cols))
+        .map(|(name, rows)| matrix_info(header, name, *rows, cols))
         .collect::<Result<Vec<_>>>()?;
     if widens(&infos) {
-        let mut bytes = Vec::new();
-        for info in &infos {
-            bytes.extend(widen_to_q8_0(info.ty, file.tensor_bytes(info))?);
-        }
         let rows = parts.iter().map(|(_, r)| r).sum();
-        let w = GpuMatrix::upload(ctx, &parts[0].0, GgmlType::Q8_0, &bytes, rows, cols)?;
+        let w = GpuMatrix::allocate(ctx, &parts[0].0, GgmlType::Q8_0, rows, cols)?;
+        assemble(up, &w, &infos, true)?;
         return Ok(vec![(w, 0)]);
     }
     let mut out = Vec::new();
@@ -55,21 +57,71 @@ pub(super) fn stacked(
             .find(|&i| infos[i].ty != ty)
             .unwrap_or(parts.len());
         let rows: usize = parts[first..end].iter().map(|(_, r)| r).sum();
-        let w = match end - first {
-            1 => matrix(ctx, file, &parts[first].0, rows, cols)?,
-            _ => {
-                let bytes: Vec<u8> = infos[first..end]
-                    .iter()
-                    .flat_map(|i| file.tensor_bytes(i).iter().copied())
-                    .collect();
-                GpuMatrix::upload(ctx, &parts[first].0, ty, &bytes, rows, cols)?
-            }
-        };
+        let w = GpuMatrix::allocate(ctx, &parts[first].0, ty, rows, cols)?;
+        fill(up, &w, &infos[first..end])?;
         out.push((w, col0));
         col0 += rows;
         first = end;
     }
     Ok(out)
+}
+
+/// Writes `parts` (matrices of `w`'s block format and width, stacked by rows) into `w`'s
+/// pieces: straight from the file where every part starts on a word of its piece, else joined
+/// on the host ([`assemble`]).
+fn fill(up: &mut Uploads, w: &GpuMatrix, parts: &[&TensorInfo]) -> Result<()> {
+    let rb = w.row_bytes;
+    let mut segments = Vec::new();
+    let mut row0 = 0;
+    for info in parts {
+        let rows = info.shape.get(1).copied().unwrap_or(0) as usize;
+        for piece in &w.pieces {
+            let lo = row0.max(piece.row_start);
+            let hi = (row0 + rows).min(piece.row_start + piece.rows);
+            if lo < hi {
+                let at = ((lo - piece.row_start) * rb) as u64;
+                let within = ((lo - row0) * rb) as u64..((hi - row0) * rb) as u64;
+                segments.push((&piece.buffer, at, *info, within));
+            }
+        }
+        row0 += rows;
+    }
+    if segments.iter().any(|(_, at, _, _)| !at.is_multiple_of(4)) {
+        return assemble(up, w, parts, false);
+    }
+    for (buffer, at, info, within) in segments {
+        up.copy(buffer, at, info, within);
+    }
+    Ok(())
+}
+
+/// Writes `parts` into `w`'s pieces from whole tensors, re-encoded as Q8_0 with `widen`.
+fn assemble(up: &mut Uploads, w: &GpuMatrix, parts: &[&TensorInfo], widen: bool) -> Result<()> {
+    let names: Vec<String> = parts.iter().map(|i| i.name.clone()).collect();
+    for piece in &w.pieces {
+        let bytes = piece.row_start * w.row_bytes..(piece.row_start + piece.rows) * w.row_bytes;
+        let names_here = names.clone();
+        let make = move |data: &dyn TensorData| -> Result<Vec<u8>> {
+            let mut all = Vec::new();
+            for name in &names_here {
+                let info = data.info(name)?;
+                match widen {
+                    true => all.extend(widen_to_q8_0(info.ty, data.bytes_of(info))?),
+                    false => all.extend_from_slice(data.bytes_of(info)),
+                }
+            }
+            all.get(bytes.clone()).map(<[u8]>::to_vec).ok_or_else(|| {
+                ModelError::Config(format!(
+                    "tensors {names_here:?}: {} bytes where {} rows need {}",
+                    all.len(),
+                    bytes.len(),
+                    bytes.end
+                ))
+            })
+        };
+        up.make(&piece.buffer, names.clone(), Box::new(make))?;
+    }
+    Ok(())
 }
 
 /// The matrices (name, rows) layer `l` stacks into its q/k/v product ([`stacked`]): one fused
@@ -105,13 +157,17 @@ pub(super) fn widens(infos: &[&runahead_gguf::TensorInfo]) -> bool {
 
 /// Bytes the Q8_0 re-encoding of [`widens`] adds to the weights as stored in the file, over
 /// every layer's q/k/v and gate/up (the memory plan counts weights by their file size).
-pub(super) fn widening_growth(file: &GgufFile, plan: &Plan) -> Result<u64> {
+pub(super) fn widening_growth(header: &Gguf, plan: &Plan) -> Result<u64> {
     let mut growth = 0u64;
     for l in 0..plan.config.n_layers {
         for group in [qkv_parts(plan, l), gate_up_parts(plan, l)] {
             let infos = group
                 .iter()
-                .map(|(name, _)| file.tensor_info(name))
+                .map(|(name, _)| {
+                    header
+                        .tensor(name)
+                        .ok_or_else(|| runahead_gguf::GgufError::MissingTensor(name.clone()))
+                })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             if widens(&infos) {
                 for info in infos {
@@ -125,26 +181,23 @@ pub(super) fn widening_growth(file: &GgufFile, plan: &Plan) -> Result<u64> {
     Ok(growth)
 }
 
+/// The matrix `name`, `rows x cols`, uploaded as stored.
 pub(super) fn matrix(
     ctx: &GpuContext,
-    file: &GgufFile,
+    up: &mut Uploads,
     name: &str,
     rows: usize,
     cols: usize,
 ) -> Result<GpuMatrix> {
-    let info = matrix_info(file, name, rows, cols)?;
-    Ok(GpuMatrix::upload(
-        ctx,
-        name,
-        info.ty,
-        file.tensor_bytes(info),
-        rows,
-        cols,
-    )?)
+    let info = matrix_info(up.header(), name, rows, cols)?;
+    let w = GpuMatrix::allocate(ctx, name, info.ty, rows, cols)?;
+    fill(up, &w, &[info])?;
+    Ok(w)
 }
 
-pub(super) fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
-    let info = file.tensor_info(name)?;
+/// The vector `name` of `len` values, decoded to f32.
+pub(super) fn vector(data: &dyn TensorData, name: &str, len: usize) -> Result<Vec<f32>> {
+    let info = data.info(name)?;
     if info.shape != [len as u64] {
         return Err(ModelError::TensorShape {
             name: name.to_owned(),
@@ -158,5 +211,5 @@ pub(super) fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>
             ty: info.ty,
         });
     }
-    Ok(file.tensor_f32(name)?)
+    Ok(data.decoded(name)?)
 }
