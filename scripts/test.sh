@@ -92,12 +92,11 @@ step_fmt() { cargo fmt --all -- --check; }
 step_history() { "$root/scripts/check-history.sh"; }
 # The quick tier's own steps (the full run covers them in `test`).
 step_unit() { cargo test --workspace --lib --bins; }
-step_kernels() {
-  cargo test -p runahead-cpu --test kernels --test products
-  cargo test -p runahead-gpu --test kernels
-}
+# Selected with --workspace, as the full run builds them: `-p CRATE` resolves features per
+# crate and would build the crates again.
+step_kernels() { cargo test --workspace --test kernels --test products; }
 step_smoke() {
-  cargo test -p runahead-cli --test cli -- --exact generate_json_follows_the_contract_and_llama_cpp \
+  cargo test --workspace --test cli -- --exact generate_json_follows_the_contract_and_llama_cpp \
     speculative_generate_reports_provenance_and_matches_plain
 }
 step_clippy() { cargo test --workspace --no-run; }
@@ -146,7 +145,8 @@ step_e2e() {
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
     "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs" \
     "$root/tests/e2e/openai.test.mjs" "$root/tests/e2e/structured.test.mjs" \
-    "$root/tests/e2e/probe.test.mjs"
+    "$root/tests/e2e/probe.test.mjs" "$root/tests/e2e/webgpu-stream.test.mjs" \
+    "$root/tests/e2e/gemma.test.mjs"
 }
 step_test() { cargo test --workspace; }
 step_aarch64() { "$root/scripts/aarch64.sh" test; }

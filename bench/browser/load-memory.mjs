@@ -2,14 +2,17 @@
 // for by name, and the CPU engine) through the npm package as it ships: the renderer
 // process's resident memory (the page, its worker and their WebAssembly heaps: VmRSS of every
 // `--type=renderer` process) and the GPU process's, after the load and a short generation,
-// against the same page with the package imported and no model; the engine thread's
-// WebAssembly memory (its peak: it only grows) and the page's JS heap peak while loading. A
-// fresh browser per row, so no row sees another's memory. Writes JSON and a markdown table.
-// Run it through scripts/browser-load-memory.sh.
+// against the same page with no model: the engine on the page's thread (`worker: false`), its
+// WebAssembly module already compiled and instantiated (what a page pays once, whatever the
+// model); with BENCH_WORKER=1 the engine in its worker instead, whose start (a thread, a V8
+// isolate, the module compiled again) then counts too. Also the engine thread's WebAssembly
+// memory (its peak: it only grows) and the page's JS heap peak while loading. A fresh browser
+// per row, so no row sees another's memory. Writes JSON and a markdown table. Run it through
+// scripts/browser-load-memory.sh.
 //
 // Environment: BENCH_MODELS (comma-separated paths, default SmolLM2 and Qwen2.5-Coder-0.5B),
-// BENCH_BACKENDS (default webgpu,cpu), BENCH_CONTEXT (default 256), BENCH_OUT (directory,
-// default bench-out/load-memory), CHROMIUM.
+// BENCH_BACKENDS (default webgpu,cpu), BENCH_CONTEXT (default 256), BENCH_WORKER (default 0),
+// BENCH_OUT (directory, default bench-out/load-memory), CHROMIUM.
 
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -22,6 +25,7 @@ const MODELS = (process.env.BENCH_MODELS ??
   'models/SmolLM2-135M-Instruct.Q4_1.gguf,models/Qwen2.5-Coder-0.5B-Instruct.gguf').split(',');
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'webgpu,cpu').split(',');
 const CONTEXT = Number(process.env.BENCH_CONTEXT ?? 256);
+const WORKER = process.env.BENCH_WORKER === '1';
 const OUT = process.env.BENCH_OUT ?? join(root, 'bench-out/load-memory');
 const MiB = (bytes) => bytes / 2 ** 20;
 
@@ -32,7 +36,7 @@ async function residentOf(type) {
     if (!/^\d+$/.test(pid)) continue;
     try {
       const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
-      if (!cmdline.split('\0').includes(`--type=${type}`)) continue;
+      if (!cmdline.includes(`--type=${type}`)) continue;
       const status = await readFile(`/proc/${pid}/status`, 'utf8');
       total += Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
     } catch {
@@ -55,18 +59,19 @@ async function measure(base, model, backend) {
   try {
     const page = await browser.newPage();
     await page.goto(`${base}/pkg/README.md`);
-    await page.evaluate(async () => {
+    await page.evaluate(async (worker) => {
       window.pkg = await import('/pkg/index.js');
-    });
+      if (!worker) await window.pkg.initialize();
+    }, WORKER);
     const before = await resident();
-    const m = await page.evaluate(async ([url, backend, context]) => {
+    const m = await page.evaluate(async ([url, backend, context, worker]) => {
       const heap = () => performance.memory.usedJSHeapSize;
       const heap0 = heap();
       let peak = heap0;
       const sample = () => { peak = Math.max(peak, heap()); };
       const timer = setInterval(sample, 10);
       const started = performance.now();
-      window.model = await window.pkg.Runahead.load(url, { backend, context, cache: false, history: false, onProgress: sample });
+      window.model = await window.pkg.Runahead.load(url, { backend, context, worker, cache: false, history: false, onProgress: sample });
       const seconds = (performance.now() - started) / 1000;
       clearInterval(timer);
       const result = await window.model.generate('The capital of France is', { maxTokens: 8, draft: 'none' }).result;
@@ -77,13 +82,14 @@ async function measure(base, model, backend) {
         used: window.model.info().backend,
         tokens: result.tokens.length,
       };
-    }, [`/${model}`, backend, CONTEXT]);
+    }, [`/${model}`, backend, CONTEXT, WORKER]);
     const after = await resident();
     await page.evaluate(() => window.model.dispose());
     const file = (await stat(join(root, model))).size;
     return {
       model,
       backend: m.used,
+      worker: WORKER,
       file_mib: MiB(file),
       load_seconds: m.seconds,
       renderer_growth_mib: MiB(after.renderer - before.renderer),
@@ -111,7 +117,7 @@ try {
   server.kill();
 }
 await mkdir(OUT, { recursive: true });
-await writeFile(join(OUT, 'load-memory.json'), JSON.stringify({ context: CONTEXT, rows }, null, 2));
+await writeFile(join(OUT, 'load-memory.json'), JSON.stringify({ context: CONTEXT, worker: WORKER, rows }, null, 2));
 const f = (x) => x.toFixed(1);
 const table = [
   '| model | backend | file MiB | renderer +MiB | GPU process +MiB | wasm memory MiB | page heap peak +MiB | load s |',

@@ -2,8 +2,8 @@
 //! arrive in chunks of any size, computes bit for bit what `GpuModel::load` of the whole file
 //! computes, on every architecture, with matrices split across bindings at rows that do not
 //! start on a word (joined on the host), and with mixed block formats re-encoded as Q8_0; it
-//! holds only the tensors it must see whole; and a stream that skips or misses bytes is an
-//! error that names what is missing.
+//! holds only the tensors it must see whole; and a stream that skips a tensor's bytes or misses
+//! some is an error that names what is missing (the header's bytes may be skipped).
 
 mod common;
 
@@ -131,13 +131,25 @@ fn a_stream_that_skips_or_ends_early_is_an_error() {
     let ctx = tiny_ctx();
     let bytes = TinyModel::llama().to_gguf();
     let header = Gguf::parse(&bytes).unwrap();
+    // The header's bytes may be skipped (they carry no weight), a tensor's may not.
+    let data = header.data_offset as usize;
     let mut stream = GpuModel::stream(&ctx, header.clone(), Some(64)).unwrap();
     stream.write(0, &bytes[..100]).unwrap();
-    let skipped = stream.write(200, &bytes[200..300]).unwrap_err().to_string();
-    assert!(
-        skipped.contains("at 200") && skipped.contains("100"),
-        "{skipped}"
-    );
+    stream.write(data as u64, &bytes[data..data + 100]).unwrap();
+    let at = data + 200;
+    let skipped = stream
+        .write(at as u64, &bytes[at..at + 100])
+        .unwrap_err()
+        .to_string();
+    assert!(skipped.contains(&format!("at {at}")), "{skipped}");
+    let mut from_data = GpuModel::stream(&ctx, header.clone(), Some(64)).unwrap();
+    from_data.write(data as u64, &bytes[data..]).unwrap();
+    let mut model = from_data.finish().unwrap();
+    let logits = block_on(model.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+    let file = GgufFile::from_bytes(bytes.clone()).unwrap();
+    let mut loaded = GpuModel::load(&ctx, &file, Some(64)).unwrap();
+    let want = block_on(loaded.forward(&Batch::causal(&PROMPT, 0))).unwrap();
+    assert_eq!(logits.data, want.data, "streamed from the tensor data on");
 
     // Cut inside the last tensor: the error names it.
     let last = header

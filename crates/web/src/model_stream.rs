@@ -243,6 +243,8 @@ impl ModelStream {
                 need,
                 purpose,
             } => {
+                // Grown exactly: a header of some megabytes must not reserve twice its size.
+                let _ = prefix.try_reserve_exact(chunk.len());
                 append(&mut prefix, offset, chunk)?;
                 let have = prefix.len() as u64;
                 let complete = self.size.is_some_and(|size| have >= size);
@@ -369,10 +371,21 @@ async fn start(
     purpose: Purpose,
     size: Option<u64>,
 ) -> Result<Stage, WebError> {
+    // On WebGPU only the bytes past the header are still needed: the header's go before the
+    // tokenizer is built, which lowers the page's peak memory by the header's size.
+    let data_start = usize::try_from(header.data_offset)
+        .unwrap_or(usize::MAX)
+        .min(prefix.len());
+    let weights_only = |prefix: Vec<u8>| (data_start, prefix[data_start..].to_vec());
+    let mut from = 0;
     let (ctx, context, then) = match purpose {
         Purpose::Target(options) => {
+            let choice = backend::choose(options.backend).await;
+            if choice == Choice::Webgpu {
+                (from, prefix) = weights_only(prefix);
+            }
             let session = Session::new(&header)?;
-            match backend::choose(options.backend).await {
+            match choice {
                 Choice::Webgpu => {
                     let ctx = device::open().await?;
                     let context = options.context;
@@ -394,8 +407,6 @@ async fn start(
             }
         }
         Purpose::Draft(engine) => {
-            // Before any weight is read: a draft of another vocabulary costs no download.
-            let info = draft::check(&engine.session.tokenizer, &header)?;
             let (ctx, context) = {
                 let slot = engine.slot.borrow();
                 let loaded = slot.as_ref().ok_or_else(busy_error)?;
@@ -404,13 +415,18 @@ async fn start(
                     Model::Cpu(_) => (None, None),
                 }
             };
+            if ctx.is_some() {
+                (from, prefix) = weights_only(prefix);
+            }
+            // Before any weight is read: a draft of another vocabulary costs no download.
+            let info = draft::check(&engine.session.tokenizer, &header)?;
             (ctx, context, Then::Draft { engine, info })
         }
     };
     match ctx {
         Some(ctx) => {
             let mut stream = GpuModel::stream(&ctx, header, context)?;
-            if stream.write(0, &prefix)? {
+            if stream.write(from as u64, &prefix)? {
                 ctx.settle().await?;
             }
             Ok(Stage::Gpu { stream, ctx, then })

@@ -250,14 +250,12 @@ fn describe(header: &Gguf, file_size: Option<u64>, context: Option<usize>) -> Pr
     };
     let tokenizer = Tokenizer::from_metadata(meta);
     // The file's template (a key that is not a string is its error), or a built-in one.
-    let builtin = meta.get("tokenizer.chat_template").is_none();
-    let template = model_template(meta).filter(|t| t.builtin.is_none() || builtin);
-    let present = meta.get("tokenizer.chat_template").is_some() || template.is_some();
-    let chat_template = present.then(|| {
-        let source = match template {
-            Some(t) => t.source,
-            None => meta.str("tokenizer.chat_template")?,
-        };
+    let source = match meta.get("tokenizer.chat_template") {
+        Some(_) => Some(meta.str("tokenizer.chat_template")),
+        None => model_template(meta).map(|t| Ok(t.source)),
+    };
+    let chat_template = source.map(|source| {
+        let source = source?;
         let (bos, eos) = match &tokenizer {
             Ok(t) => {
                 let special = |id: Option<u32>| id.map(|i| t.token_text(i)).unwrap_or_default();

@@ -137,7 +137,7 @@ pub(super) struct Recorded {
 
 /// Bytes written between two submits of the queued writes (natively a write stays in a staging
 /// buffer until the next submit; in a page, until the GPU process has taken it).
-const FLUSH_BYTES: u64 = 32 << 20;
+const FLUSH_BYTES: u64 = 8 << 20;
 
 /// A tensor held whole for the buffers made from it.
 struct Held {
@@ -179,7 +179,9 @@ pub struct WeightStream {
 }
 
 impl WeightStream {
-    pub(super) fn new(model: GpuModel, header: Gguf, recorded: Recorded) -> Result<Self> {
+    pub(super) fn new(model: GpuModel, mut header: Gguf, recorded: Recorded) -> Result<Self> {
+        // Only the tensor table is read from here on; the metadata (a vocabulary's strings) goes.
+        header.metadata = Default::default();
         let Recorded { mut copies, makes } = recorded;
         copies.sort_by_key(|c| c.from);
         let mut held: Vec<Held> = Vec::new();
@@ -258,12 +260,13 @@ impl WeightStream {
         Ok(stream)
     }
 
-    /// The file's bytes from `offset`, which must be where the last write ended (the first
-    /// write starts at 0; bytes before the tensor data are skipped). Returns whether the queued
+    /// The file's bytes from `offset`, which must be where the last write ended, or anywhere up
+    /// to the start of the tensor data (the header's bytes carry no weight). Returns whether the queued
     /// writes were just submitted, after which a caller that can wait should
     /// [`WeightStream::settle`] before sending more.
     pub fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<bool> {
-        if offset != self.received {
+        let skips_header = self.received <= offset && offset <= self.header.data_offset;
+        if offset != self.received && !skips_header {
             return Err(GpuError::Validation(format!(
                 "model bytes at {offset}, where the next expected are at {}",
                 self.received
