@@ -49,6 +49,28 @@ impl GgufFile {
         Self::from_storage(Storage::Mmap(map))
     }
 
+    /// A file whose header was parsed from its first bytes (`Gguf::parse_prefix`) before the
+    /// rest arrived: `bytes` are the whole file. Checks again that every tensor lies inside
+    /// them (the prefix's parse may not have known the file's size), without parsing again.
+    pub fn from_parsed(header: Gguf, bytes: Vec<u8>) -> Result<Self> {
+        let data_len = (bytes.len() as u64).saturating_sub(header.data_offset);
+        for t in &header.tensors {
+            let end = t.offset.checked_add(t.size);
+            if end.is_none_or(|end| end > data_len) {
+                return Err(GgufError::TensorOutOfBounds {
+                    name: t.name.clone(),
+                    start: t.offset,
+                    end: end.unwrap_or(u64::MAX),
+                    data_len,
+                });
+            }
+        }
+        Ok(GgufFile {
+            header,
+            storage: Storage::Bytes(bytes),
+        })
+    }
+
     pub fn from_storage(storage: Storage) -> Result<Self> {
         let header = Gguf::parse(&storage)?;
         Ok(GgufFile { header, storage })

@@ -436,3 +436,26 @@ fn a_header_parses_from_a_prefix_of_the_file() {
     ));
     assert_eq!(GgufError::BadMagic(*b"GGUX").bytes_needed(), None);
 }
+
+#[test]
+fn a_header_parsed_from_a_prefix_takes_the_whole_file_without_a_second_parse() {
+    let bytes = sample().to_bytes();
+    let header = Gguf::parse_prefix(&bytes, u64::MAX).unwrap();
+    let file = GgufFile::from_parsed(header.clone(), bytes.clone()).unwrap();
+    let whole = GgufFile::from_bytes(bytes.clone()).unwrap();
+    for t in &whole.header.tensors {
+        assert_eq!(file.tensor_bytes(t), whole.tensor_bytes(t), "{}", t.name);
+    }
+    // Parsed without knowing the size, the header is checked against the bytes that came.
+    let end = header
+        .tensors
+        .iter()
+        .map(|t| t.offset + t.size)
+        .max()
+        .unwrap();
+    let short = bytes[..(header.data_offset + end) as usize - 1].to_vec();
+    assert!(matches!(
+        GgufFile::from_parsed(header, short),
+        Err(GgufError::TensorOutOfBounds { .. })
+    ));
+}

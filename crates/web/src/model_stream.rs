@@ -45,8 +45,12 @@ enum Stage {
         ctx: GpuContext,
         then: Then,
     },
-    /// For the CPU engine: the file, gathered.
-    Cpu { bytes: Vec<u8>, then: Then },
+    /// For the CPU engine: the file, gathered, and its header (parsed once).
+    Cpu {
+        bytes: Vec<u8>,
+        header: Gguf,
+        then: Then,
+    },
 }
 
 /// What the model is for.
@@ -297,9 +301,17 @@ impl ModelStream {
                     })
                 }))
             }
-            Stage::Cpu { mut bytes, then } => {
+            Stage::Cpu {
+                mut bytes,
+                header,
+                then,
+            } => {
                 append(&mut bytes, offset, chunk)?;
-                self.put(Stage::Cpu { bytes, then });
+                self.put(Stage::Cpu {
+                    bytes,
+                    header,
+                    then,
+                });
                 Ok(None)
             }
         }
@@ -332,11 +344,15 @@ impl ModelStream {
                 let model = stream.finish().map_err(|e| fetch_error(e.to_string()))?;
                 Ok((Finished::Gpu(model, ctx), then))
             }
-            Stage::Cpu { bytes, then } => {
+            Stage::Cpu {
+                bytes,
+                header,
+                then,
+            } => {
                 if let Some(e) = short(bytes.len() as u64) {
                     return Err(e);
                 }
-                Ok((Finished::Cpu(GgufFile::from_bytes(bytes)?), then))
+                Ok((Finished::Cpu(GgufFile::from_parsed(header, bytes)?), then))
             }
         }
     }
@@ -381,8 +397,10 @@ async fn start(
     let (ctx, context, then) = match purpose {
         Purpose::Target(options) => {
             let choice = backend::choose(options.backend).await;
-            if choice == Choice::Webgpu {
-                (from, prefix) = weights_only(prefix);
+            match choice {
+                Choice::Webgpu => (from, prefix) = weights_only(prefix),
+                // Before the tokenizer: the file's block goes first, as one allocation.
+                Choice::Cpu { .. } => reserve_file(&mut prefix, size)?,
             }
             let session = Session::new(&header)?;
             match choice {
@@ -415,8 +433,9 @@ async fn start(
                     Model::Cpu(_) => (None, None),
                 }
             };
-            if ctx.is_some() {
-                (from, prefix) = weights_only(prefix);
+            match ctx {
+                Some(_) => (from, prefix) = weights_only(prefix),
+                None => reserve_file(&mut prefix, size)?,
             }
             // Before any weight is read: a draft of another vocabulary costs no download.
             let info = draft::check(&engine.session.tokenizer, &header)?;
@@ -431,26 +450,33 @@ async fn start(
             }
             Ok(Stage::Gpu { stream, ctx, then })
         }
-        None => {
-            if let Some(size) = size {
-                let more = size.saturating_sub(prefix.len() as u64);
-                let fits = usize::try_from(more)
-                    .ok()
-                    .is_some_and(|more| prefix.try_reserve_exact(more).is_ok());
-                if !fits {
-                    return Err(WebError::new(
-                        Code::OutOfMemory,
-                        format!(
-                            "a model of {size} bytes does not fit in this page's WebAssembly \
-                             memory, where the CPU engine reads its weights"
-                        ),
-                    ));
-                }
-            }
-            Ok(Stage::Cpu {
-                bytes: prefix,
-                then,
-            })
-        }
+        None => Ok(Stage::Cpu {
+            bytes: prefix,
+            header,
+            then,
+        }),
     }
+}
+
+/// Room for the whole file in `prefix` (its first bytes), for the CPU engine, which reads its
+/// weights from WebAssembly memory: `out_of_memory` before any weight is read when the page
+/// cannot hold it.
+fn reserve_file(prefix: &mut Vec<u8>, size: Option<u64>) -> Result<(), WebError> {
+    let Some(size) = size else {
+        return Ok(());
+    };
+    let more = size.saturating_sub(prefix.len() as u64);
+    let fits = usize::try_from(more)
+        .ok()
+        .is_some_and(|more| prefix.try_reserve_exact(more).is_ok());
+    if !fits {
+        return Err(WebError::new(
+            Code::OutOfMemory,
+            format!(
+                "a model of {size} bytes does not fit in this page's WebAssembly memory, where \
+                 the CPU engine reads its weights"
+            ),
+        ));
+    }
+    Ok(())
 }
