@@ -54,17 +54,7 @@ impl GgufFile {
     /// them (the prefix's parse may not have known the file's size), without parsing again.
     pub fn from_parsed(header: Gguf, bytes: Vec<u8>) -> Result<Self> {
         let data_len = (bytes.len() as u64).saturating_sub(header.data_offset);
-        for t in &header.tensors {
-            let end = t.offset.checked_add(t.size);
-            if end.is_none_or(|end| end > data_len) {
-                return Err(GgufError::TensorOutOfBounds {
-                    name: t.name.clone(),
-                    start: t.offset,
-                    end: end.unwrap_or(u64::MAX),
-                    data_len,
-                });
-            }
-        }
+        crate::reader::check_bounds(&header.tensors, data_len)?;
         Ok(GgufFile {
             header,
             storage: Storage::Bytes(bytes),

@@ -118,16 +118,8 @@ impl Gguf {
                     alignment,
                 });
             }
-            let end = t.offset.checked_add(t.size);
-            if end.is_none_or(|end| end > data_len) {
-                return Err(GgufError::TensorOutOfBounds {
-                    name: t.name.clone(),
-                    start: t.offset,
-                    end: end.unwrap_or(u64::MAX),
-                    data_len,
-                });
-            }
         }
+        check_bounds(&tensors, data_len)?;
         Ok(Gguf {
             version,
             metadata,
@@ -309,4 +301,20 @@ impl<'a> Reader<'a> {
             size,
         })
     }
+}
+
+/// Checks that every tensor lies inside a data section of `data_len` bytes.
+pub(crate) fn check_bounds(tensors: &[TensorInfo], data_len: u64) -> Result<()> {
+    for t in tensors {
+        let end = t.offset.checked_add(t.size);
+        if end.is_none_or(|end| end > data_len) {
+            return Err(GgufError::TensorOutOfBounds {
+                name: t.name.clone(),
+                start: t.offset,
+                end: end.unwrap_or(u64::MAX),
+                data_len,
+            });
+        }
+    }
+    Ok(())
 }

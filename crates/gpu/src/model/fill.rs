@@ -83,13 +83,18 @@ impl<'a> Uploads<'a> {
         at: u64,
         info: &TensorInfo,
         within: Range<u64>,
-    ) {
+    ) -> Result<()> {
         debug_assert!(at.is_multiple_of(4));
         match self.file {
             Some(file) => {
-                let bytes = file.tensor_bytes(info);
                 let range = within.start as usize..within.end as usize;
-                write_words(self.queue, buffer, at, bytes.get(range).unwrap_or(&[]));
+                let bytes = file.tensor_bytes(info).get(range).ok_or_else(|| {
+                    GpuError::Validation(format!(
+                        "tensor '{}': bytes {within:?} of {}",
+                        info.name, info.size
+                    ))
+                })?;
+                write_words(self.queue, buffer, at, bytes);
             }
             None => self.copies.push(Copy {
                 buffer: buffer.clone(),
@@ -100,6 +105,7 @@ impl<'a> Uploads<'a> {
                 carry: ([0; 4], 0),
             }),
         }
+        Ok(())
     }
 
     /// What was recorded, for [`WeightStream::new`].
@@ -174,7 +180,8 @@ pub struct WeightStream {
     waiting: Vec<usize>,
     received: u64,
     unflushed: u64,
-    /// The most bytes held at once.
+    /// Bytes of tensors held now, and the most at once.
+    held_bytes: u64,
     peak_held: u64,
 }
 
@@ -182,50 +189,50 @@ impl WeightStream {
     pub(super) fn new(model: GpuModel, mut header: Gguf, recorded: Recorded) -> Result<Self> {
         // Only the tensor table is read from here on; the metadata (a vocabulary's strings) goes.
         header.metadata = Default::default();
-        let Recorded { mut copies, makes } = recorded;
+        let Recorded {
+            mut copies,
+            mut makes,
+        } = recorded;
         copies.sort_by_key(|c| c.from);
-        let mut held: Vec<Held> = Vec::new();
-        let mut held_index: HashMap<String, usize> = HashMap::new();
-        let mut waiting = Vec::with_capacity(makes.len());
-        for (m, pending) in makes.iter().enumerate() {
-            let mut needs = pending.needs.clone();
-            needs.sort();
-            needs.dedup();
-            waiting.push(needs.len());
-            for name in needs {
-                let i = match held_index.get(&name) {
-                    Some(&i) => i,
-                    None => {
-                        let info = header
-                            .tensor(&name)
-                            .ok_or_else(|| runahead_gguf::GgufError::MissingTensor(name.clone()))?;
-                        held.push(Held {
-                            from: header.data_offset + info.offset,
-                            len: info.size,
-                            got: 0,
-                            bytes: Vec::new(),
-                            users: Vec::new(),
-                            left: 0,
-                        });
-                        held_index.insert(name, held.len() - 1);
-                        held.len() - 1
-                    }
+        // Every tensor a make reads, once, in file order.
+        let mut names: Vec<&String> = makes.iter().flat_map(|m| &m.needs).collect();
+        names.sort();
+        names.dedup();
+        let mut held = names
+            .into_iter()
+            .map(|name| {
+                let info = header
+                    .tensor(name)
+                    .ok_or_else(|| runahead_gguf::GgufError::MissingTensor(name.clone()))?;
+                let held = Held {
+                    from: header.data_offset + info.offset,
+                    len: info.size,
+                    got: 0,
+                    bytes: Vec::new(),
+                    users: Vec::new(),
+                    left: 0,
                 };
-                held[i].users.push(m);
-                held[i].left += 1;
+                Ok((name.clone(), held))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        held.sort_by_key(|(_, h)| h.from);
+        let held_index: HashMap<String, usize> = held
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
+        let mut held: Vec<Held> = held.into_iter().map(|(_, h)| h).collect();
+        let mut waiting = Vec::with_capacity(makes.len());
+        for (m, pending) in makes.iter_mut().enumerate() {
+            pending.needs.sort();
+            pending.needs.dedup();
+            waiting.push(pending.needs.len());
+            for name in &pending.needs {
+                if let Some(&i) = held_index.get(name) {
+                    held[i].users.push(m);
+                    held[i].left += 1;
+                }
             }
-        }
-        // Sorted by offset, the index rebuilt to match.
-        let mut order: Vec<usize> = (0..held.len()).collect();
-        order.sort_by_key(|&i| held[i].from);
-        let mut rank = vec![0; held.len()];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r;
-        }
-        let mut slots: Vec<Option<Held>> = held.into_iter().map(Some).collect();
-        let held: Vec<Held> = order.iter().filter_map(|&i| slots[i].take()).collect();
-        for i in held_index.values_mut() {
-            *i = rank[*i];
         }
         let mut owned: Vec<wgpu::Buffer> = copies.iter().map(|c| c.buffer.clone()).collect();
         owned.extend(makes.iter().map(|m| m.buffer.clone()));
@@ -244,6 +251,7 @@ impl WeightStream {
             waiting,
             received: 0,
             unflushed: 0,
+            held_bytes: 0,
             peak_held: 0,
         };
         // What needs no byte: makes of no tensor, tensors of no byte.
@@ -308,6 +316,8 @@ impl WeightStream {
                             h.len
                         ))
                     })?;
+                    self.held_bytes += h.len;
+                    self.peak_held = self.peak_held.max(self.held_bytes);
                 }
                 h.bytes
                     .extend_from_slice(&bytes[(start - offset) as usize..(stop - offset) as usize]);
@@ -325,8 +335,6 @@ impl WeightStream {
         {
             self.first_held += 1;
         }
-        let held: u64 = self.held.iter().map(|h| h.bytes.capacity() as u64).sum();
-        self.peak_held = self.peak_held.max(held);
         self.received = end;
         self.unflushed += bytes.len() as u64;
         if self.unflushed >= FLUSH_BYTES {
@@ -406,14 +414,14 @@ impl WeightStream {
             (pending.make)(&view)?
         };
         write_words(&self.ctx.queue, &pending.buffer, 0, &bytes);
-        let mut needs = pending.needs;
-        needs.sort();
-        needs.dedup();
-        for name in needs {
-            if let Some(&i) = self.held_index.get(&name) {
+        for name in &pending.needs {
+            if let Some(&i) = self.held_index.get(name) {
                 let h = &mut self.held[i];
                 h.left -= 1;
                 if h.left == 0 {
+                    if h.bytes.capacity() > 0 {
+                        self.held_bytes = self.held_bytes.saturating_sub(h.len);
+                    }
                     h.bytes = Vec::new();
                 }
             }

@@ -90,7 +90,7 @@ fn fill(up: &mut Uploads, w: &GpuMatrix, parts: &[&TensorInfo]) -> Result<()> {
         return assemble(up, w, parts, false);
     }
     for (buffer, at, info, within) in segments {
-        up.copy(buffer, at, info, within);
+        up.copy(buffer, at, info, within)?;
     }
     Ok(())
 }
