@@ -14,6 +14,7 @@ mod byte_level;
 mod gemma4;
 mod special;
 mod spm;
+mod table;
 #[cfg(test)]
 mod tests;
 mod vocab;
@@ -24,6 +25,7 @@ use crate::{ModelError, Result};
 use byte_level::{byte_level_bpe, Bpe};
 use gemma4::Gemma4;
 use special::{partition, Fragment};
+use table::Packed;
 use vocab::{Kind, Vocab};
 
 /// How text becomes ids, per tokenizer model.
@@ -41,8 +43,8 @@ pub struct Tokenizer {
     /// pipeline matches its own added tokens).
     specials: Vec<u32>,
     parse_special: bool,
-    /// Bytes each token stands for when decoded.
-    token_bytes: Vec<Vec<u8>>,
+    /// `[vocab]`: the bytes each token stands for when decoded.
+    token_bytes: Packed,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     /// End-of-turn token (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`, ...) when the
@@ -85,7 +87,7 @@ impl Tokenizer {
             Kind::Bpe => {
                 // llama.cpp splits a file that names no pre-tokenizer by its default rule.
                 let pre = pre.unwrap_or("default");
-                let (inner, bytes) = byte_level_bpe(&vocab, &merges(meta)?, pre)?;
+                let (inner, bytes) = byte_level_bpe(&vocab, merges(meta)?, pre)?;
                 (
                     Engine::Bpe(Box::new(inner)),
                     Vec::new(),
@@ -94,12 +96,12 @@ impl Tokenizer {
                 )
             }
             Kind::Spm => {
-                let bytes = (0..vocab.len()).map(|i| vocab.spm_piece(i)).collect();
+                let bytes = spm_pieces(&vocab)?;
                 (Engine::Spm, vocab.special_tokens(), bytes, "spm".to_owned())
             }
             Kind::Gemma4 => {
                 let engine = Engine::Gemma4(Box::new(Gemma4::new(&vocab, merges(meta)?)?));
-                let bytes = (0..vocab.len()).map(|i| vocab.spm_piece(i)).collect();
+                let bytes = spm_pieces(&vocab)?;
                 (engine, vocab.special_tokens(), bytes, "gemma4".to_owned())
             }
         };
@@ -198,9 +200,7 @@ impl Tokenizer {
 
     /// The bytes a token stands for (control tokens: their text).
     pub fn token_bytes(&self, id: u32) -> &[u8] {
-        self.token_bytes
-            .get(id as usize)
-            .map_or(&[], |b| b.as_slice())
+        self.token_bytes.get(id as usize)
     }
 
     /// Whether a token is a control token (`<|im_start|>`, `<|eot_id|>`, ...) or another token
@@ -351,6 +351,16 @@ impl TokenDecoder<'_> {
         self.pending.clear();
         text
     }
+}
+
+/// The bytes of every token of a vocabulary that spells spaces as `▁` and bytes as `<0xXX>`.
+fn spm_pieces(vocab: &Vocab) -> Result<Packed> {
+    let mut pieces = Packed::with_capacity(vocab.len(), 0);
+    for id in 0..vocab.len() {
+        pieces.push(&vocab.spm_piece(id))?;
+    }
+    pieces.shrink_to_fit();
+    Ok(pieces)
 }
 
 /// `tokenizer.ggml.merges` as pairs, split at the first space after the first byte (as

@@ -10,6 +10,7 @@ use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, TokenizerImpl};
 
+use super::table::Packed;
 use super::vocab::{attr, Vocab};
 use crate::pre_tokenize::{pre_tokenizer, PreTokenize};
 use crate::{ModelError, Result};
@@ -21,14 +22,17 @@ pub(crate) type Bpe =
 /// The `tokenizers` pipeline of a byte-level BPE vocabulary, and the bytes of each token.
 pub(crate) fn byte_level_bpe(
     vocab: &Vocab,
-    merges: &[(String, String)],
+    merges: Vec<(String, String)>,
     pre: &str,
-) -> Result<(Bpe, Vec<Vec<u8>>)> {
-    let map: ahash::AHashMap<String, u32> =
-        vocab.ids.iter().map(|(t, &id)| (t.clone(), id)).collect();
+) -> Result<(Bpe, Packed)> {
+    let map: ahash::AHashMap<String, u32> = vocab
+        .tokens
+        .first_ids()
+        .map(|(t, id)| (t.to_owned(), id))
+        .collect();
     let split = pre_tokenizer(pre)?;
     let bpe = BPE::builder()
-        .vocab_and_merges(map, merges.to_vec())
+        .vocab_and_merges(map, merges)
         .ignore_merges(split.ignore_merges)
         .build()
         .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
@@ -49,7 +53,7 @@ pub(crate) fn byte_level_bpe(
                 is_special == special && (is_special || a & attr::USER_DEFINED != 0)
             })
             .map(|(t, &a)| {
-                AddedToken::from(t.clone(), special)
+                AddedToken::from(t, special)
                     .normalized(false)
                     .lstrip(a & attr::LSTRIP != 0)
                     .rstrip(a & attr::RSTRIP != 0)
@@ -60,25 +64,23 @@ pub(crate) fn byte_level_bpe(
     inner.add_tokens(&added(false));
 
     let byte_of = byte_decoder();
-    let token_bytes = vocab
-        .tokens
-        .iter()
-        .zip(&vocab.attrs)
-        .map(|(t, &a)| {
-            if a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
-                t.as_bytes().to_vec()
-            } else {
-                let mut bytes = Vec::with_capacity(t.len());
-                for ch in t.chars() {
-                    match byte_of.get(&ch) {
-                        Some(&b) => bytes.push(b),
-                        None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
-                    }
+    let mut token_bytes = Packed::with_capacity(vocab.len(), 0);
+    let mut bytes = Vec::new();
+    for (t, &a) in vocab.tokens.iter().zip(&vocab.attrs) {
+        bytes.clear();
+        if a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+            bytes.extend_from_slice(t.as_bytes());
+        } else {
+            for ch in t.chars() {
+                match byte_of.get(&ch) {
+                    Some(&b) => bytes.push(b),
+                    None => bytes.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes()),
                 }
-                bytes
             }
-        })
-        .collect();
+        }
+        token_bytes.push(&bytes)?;
+    }
+    token_bytes.shrink_to_fit();
     Ok((inner, token_bytes))
 }
 

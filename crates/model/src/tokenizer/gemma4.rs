@@ -19,8 +19,11 @@ pub(crate) struct Gemma4 {
 
 impl Gemma4 {
     pub fn new(vocab: &Vocab, merges: Vec<(String, String)>) -> Result<Self> {
-        let map: ahash::AHashMap<String, u32> =
-            vocab.ids.iter().map(|(t, &id)| (t.clone(), id)).collect();
+        let map: ahash::AHashMap<String, u32> = vocab
+            .tokens
+            .first_ids()
+            .map(|(t, id)| (t.to_owned(), id))
+            .collect();
         let bpe = BPE::builder()
             .vocab_and_merges(map, merges)
             .byte_fallback(true)

@@ -30,7 +30,7 @@ pub(crate) fn partition(
         if !parse_special && a & (attr::CONTROL | attr::UNKNOWN) != 0 {
             continue;
         }
-        let needle = vocab.tokens[id as usize].as_str();
+        let needle = vocab.text(id as usize);
         if !text.contains(needle) {
             continue;
         }

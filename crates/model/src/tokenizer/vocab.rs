@@ -4,7 +4,11 @@
 //! Malformed arrays (wrong lengths, wrong element types, types out of range) are refused here
 //! with `ModelError::Tokenizer`, before any tokenizer is built on them.
 
+use std::borrow::Cow;
+
 use runahead_gguf::{Metadata, Value};
+
+use super::table::TokenTexts;
 
 use crate::{ModelError, Result};
 
@@ -133,13 +137,12 @@ const PRE_WITH_BOS: &[&str] = &[
 
 /// A vocabulary read from GGUF metadata.
 pub(crate) struct Vocab {
-    pub tokens: Vec<String>,
+    /// Token texts by id, and the first id of each text.
+    pub tokens: TokenTexts,
     /// Per token, llama.cpp's attribute bits (see [`attr`]).
     pub attrs: Vec<u32>,
     /// Per token, `tokenizer.ggml.scores` (0 where a file has none and the model needs none).
     pub scores: Vec<f32>,
-    /// Token text to id; a duplicated text keeps its first id.
-    pub ids: ahash::AHashMap<String, u32>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub eot: Option<u32>,
@@ -152,25 +155,22 @@ pub(crate) struct Vocab {
 
 impl Vocab {
     pub fn from_metadata(meta: &Metadata, kind: Kind, pre: Option<&str>) -> Result<Self> {
-        let tokens: Vec<String> = meta
-            .strings("tokenizer.ggml.tokens")?
-            .into_iter()
-            .enumerate()
-            // llama.cpp renames an empty token so that no text maps to it.
-            .map(|(i, t)| {
-                if t.is_empty() {
-                    format!("[EMPTY_{i}]")
-                } else {
-                    t.to_owned()
-                }
-            })
-            .collect();
-        if tokens.is_empty() {
+        let texts = meta.strings("tokenizer.ggml.tokens")?;
+        if texts.is_empty() {
             return Err(bad("the vocabulary has no tokens".into()));
         }
-        if u32::try_from(tokens.len()).is_err() {
-            return Err(bad(format!("{} tokens is beyond any model", tokens.len())));
+        if u32::try_from(texts.len()).is_err() {
+            return Err(bad(format!("{} tokens is beyond any model", texts.len())));
         }
+        // llama.cpp renames an empty token so that no text maps to it.
+        let tokens = TokenTexts::new(texts.iter().enumerate().map(|(i, &t)| {
+            if t.is_empty() {
+                Cow::Owned(format!("[EMPTY_{i}]"))
+            } else {
+                Cow::Borrowed(t)
+            }
+        }))?;
+        drop(texts);
         let n = tokens.len();
         let types = token_types(meta, n)?;
         let scores = match meta.get("tokenizer.ggml.scores") {
@@ -185,10 +185,6 @@ impl Vocab {
             }
             None => vec![0.0; n],
         };
-        let mut ids = ahash::AHashMap::with_capacity(n);
-        for (id, t) in tokens.iter().enumerate() {
-            ids.entry(t.clone()).or_insert(id as u32);
-        }
         let mut attrs: Vec<u32> = types.iter().map(|&t| type_attr(t)).collect();
 
         // llama.cpp's defaults per tokenizer model, then the file's keys.
@@ -231,7 +227,7 @@ impl Vocab {
         }
 
         // Attributes llama.cpp derives from token texts and the model's name.
-        let find = |text: &str| ids.get(text).copied();
+        let find = |text: &str| tokens.id(text);
         for text in EOG_TEXTS.iter().chain(EOT_TEXTS).chain(FIM_TEXTS) {
             if let Some(id) = find(text) {
                 attrs[id as usize] |= attr::CONTROL;
@@ -310,7 +306,6 @@ impl Vocab {
             tokens,
             attrs,
             scores,
-            ids,
             bos,
             eos,
             eot,
@@ -326,7 +321,12 @@ impl Vocab {
     }
 
     pub fn id(&self, text: &str) -> Option<u32> {
-        self.ids.get(text).copied()
+        self.tokens.id(text)
+    }
+
+    /// The text of token `id` as the vocabulary spells it.
+    pub fn text(&self, id: usize) -> &str {
+        self.tokens.get(id)
     }
 
     /// The token llama.cpp uses for a byte it cannot spell otherwise: `<0xXX>`, else the byte
@@ -344,7 +344,7 @@ impl Vocab {
                 self.attrs[i as usize] & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
             })
             .collect();
-        ids.sort_by_key(|&i| std::cmp::Reverse(self.tokens[i as usize].len()));
+        ids.sort_by_key(|&i| std::cmp::Reverse(self.text(i as usize).len()));
         ids
     }
 
@@ -352,7 +352,7 @@ impl Vocab {
     /// as `<0xXX>` (SentencePiece, Gemma 4), as llama.cpp's `token_to_piece` with special tokens
     /// rendered: unused and undefined tokens stand for nothing.
     pub fn spm_piece(&self, id: usize) -> Vec<u8> {
-        let (text, a) = (&self.tokens[id], self.attrs[id]);
+        let (text, a) = (self.text(id), self.attrs[id]);
         if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
             text.as_bytes().to_vec()
         } else if a & attr::NORMAL != 0 {
