@@ -1,8 +1,8 @@
 //! The tokenizer, built from GGUF metadata alone (`tokenizer.ggml.*`), for the tokenizer
 //! models llama.cpp's suite covers (see docs/models.md, "Vocabularies"):
 //!
-//! - `gpt2`: byte-level BPE on the `tokenizers` crate, with the pre-tokenizer that
-//!   `tokenizer.ggml.pre` names (crate::pre_tokenize);
+//! - `gpt2`: byte-level BPE by merge rank ([`byte_level`]), with the pre-tokenizer that
+//!   `tokenizer.ggml.pre` names (crate::pre_tokenize, on the `tokenizers` crate's splitting);
 //! - `llama`: SentencePiece, merged by token score as llama.cpp does ([`spm`]);
 //! - `gemma4`: BPE over raw UTF-8 with `▁` for spaces and byte fallback ([`gemma4`]).
 //!
@@ -22,7 +22,7 @@ mod vocab;
 use runahead_gguf::Metadata;
 
 use crate::{ModelError, Result};
-use byte_level::{byte_level_bpe, Bpe};
+use byte_level::{byte_level_token_bytes, ByteLevelBpe};
 use gemma4::Gemma4;
 use special::{partition, Fragment};
 use table::Packed;
@@ -30,7 +30,7 @@ use vocab::{Kind, Vocab};
 
 /// How text becomes ids, per tokenizer model.
 enum Engine {
-    Bpe(Box<Bpe>),
+    Bpe(Box<ByteLevelBpe>),
     Spm,
     Gemma4(Box<Gemma4>),
 }
@@ -39,8 +39,7 @@ enum Engine {
 pub struct Tokenizer {
     engine: Engine,
     vocab: Vocab,
-    /// Special tokens in llama.cpp's matching order (SentencePiece and Gemma 4; the `gpt2`
-    /// pipeline matches its own added tokens).
+    /// Special tokens in llama.cpp's matching order.
     specials: Vec<u32>,
     parse_special: bool,
     /// `[vocab]`: the bytes each token stands for when decoded.
@@ -87,13 +86,11 @@ impl Tokenizer {
             Kind::Bpe => {
                 // llama.cpp splits a file that names no pre-tokenizer by its default rule.
                 let pre = pre.unwrap_or("default");
-                let (inner, bytes) = byte_level_bpe(&vocab, merges(meta)?, pre)?;
-                (
-                    Engine::Bpe(Box::new(inner)),
-                    Vec::new(),
-                    bytes,
-                    pre.to_owned(),
-                )
+                let merges = meta.strings("tokenizer.ggml.merges")?;
+                let engine = Engine::Bpe(Box::new(ByteLevelBpe::new(&vocab, &merges, pre)?));
+                drop(merges);
+                let bytes = byte_level_token_bytes(&vocab)?;
+                (engine, vocab.special_tokens(), bytes, pre.to_owned())
             }
             Kind::Spm => {
                 let bytes = spm_pieces(&vocab)?;
@@ -132,11 +129,15 @@ impl Tokenizer {
             ids.extend(self.bos);
         }
         match &self.engine {
-            Engine::Bpe(inner) => {
-                let enc = inner
-                    .encode_fast(text, false)
-                    .map_err(|e| ModelError::Tokenizer(format!("encoding: {e}")))?;
-                ids.extend_from_slice(enc.get_ids());
+            Engine::Bpe(bpe) => {
+                for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
+                    match fragment {
+                        Fragment::Token(id) => ids.push(id),
+                        Fragment::Text(start, end) => {
+                            bpe.tokenize(&self.vocab, &text[start..end], &mut ids)?
+                        }
+                    }
+                }
             }
             Engine::Spm => {
                 // A space is prefixed to the text and to the text after each special token.
@@ -193,9 +194,6 @@ impl Tokenizer {
     /// matched either way, as in llama.cpp.
     pub fn set_parse_special(&mut self, parse: bool) {
         self.parse_special = parse;
-        if let Engine::Bpe(inner) = &mut self.engine {
-            inner.set_encode_special_tokens(!parse);
-        }
     }
 
     /// The bytes a token stands for (control tokens: their text).

@@ -1,68 +1,176 @@
-//! Byte-level BPE (`tokenizer.ggml.model = gpt2`) on the `tokenizers` crate: the pipeline with
-//! the pre-tokenizer that `tokenizer.ggml.pre` names, and the bytes each token stands for.
+//! Byte-level BPE (`tokenizer.ggml.model = gpt2`) as llama.cpp runs it: the text between
+//! special tokens is cut by the pre-tokenizer that `tokenizer.ggml.pre` names
+//! (crate::pre_tokenize, on the `tokenizers` crate's splitting) into pieces spelled in GPT-2's
+//! byte-level alphabet, and each piece is merged pair by pair, the pair of lowest merge rank
+//! first and the leftmost of equal ranks, until no pair of neighbours has a merge.
+//!
+//! The merges are kept as token-id pairs (16 bytes each) and the token texts stay in the
+//! vocabulary's one table: a 150,000-token vocabulary costs a few megabytes here, where
+//! `tokenizers`' BPE model kept two maps with their own copies of every token string.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
-use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
-use tokenizers::decoders::DecoderWrapper;
-use tokenizers::models::bpe::BPE;
-use tokenizers::normalizers::NormalizerWrapper;
-use tokenizers::processors::PostProcessorWrapper;
-use tokenizers::{AddedToken, TokenizerImpl};
+use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 use super::table::Packed;
 use super::vocab::{attr, Vocab};
 use crate::pre_tokenize::{pre_tokenizer, PreTokenize};
 use crate::{ModelError, Result};
 
-/// `tokenizers`' pipeline with runahead's pre-tokenizer (see [`PreTokenize`]).
-pub(crate) type Bpe =
-    TokenizerImpl<BPE, NormalizerWrapper, PreTokenize, PostProcessorWrapper, DecoderWrapper>;
+/// A byte-level BPE vocabulary's splitting and merges.
+pub(crate) struct ByteLevelBpe {
+    split: PreTokenize,
+    /// A piece that is itself a token is that token, merges or not (see
+    /// `PreSplit::ignore_merges`).
+    ignore_merges: bool,
+    /// `(left, right)` token ids to the merge's rank and the id of the token it makes; a pair
+    /// listed twice keeps its first rank, as in llama.cpp.
+    merges: ahash::AHashMap<(u32, u32), (u32, u32)>,
+}
 
-/// The `tokenizers` pipeline of a byte-level BPE vocabulary, and the bytes of each token.
-pub(crate) fn byte_level_bpe(
-    vocab: &Vocab,
-    merges: Vec<(String, String)>,
-    pre: &str,
-) -> Result<(Bpe, Packed)> {
-    let map: ahash::AHashMap<String, u32> = vocab
-        .tokens
-        .first_ids()
-        .map(|(t, id)| (t.to_owned(), id))
-        .collect();
-    let split = pre_tokenizer(pre)?;
-    let bpe = BPE::builder()
-        .vocab_and_merges(map, merges)
-        .ignore_merges(split.ignore_merges)
-        .build()
-        .map_err(|e| ModelError::Tokenizer(format!("building BPE: {e}")))?;
-    let mut inner = Bpe::new(bpe);
-    inner.with_pre_tokenizer(Some(split.pre_tokenizer));
-    inner.with_decoder(Some(ByteLevelDecoder::default()));
-    // Both kinds are matched as whole tokens in the text, but only control and unknown tokens
-    // are "special": llama.cpp's parse_special = false still matches user-defined ones
-    // (GPT-NeoX's runs of spaces, for one), and `set_encode_special_tokens` skips special ones
-    // only.
-    let added = |special: bool| -> Vec<AddedToken> {
-        vocab
-            .tokens
-            .iter()
-            .zip(&vocab.attrs)
-            .filter(|(_, &a)| {
-                let is_special = a & (attr::CONTROL | attr::UNKNOWN) != 0;
-                is_special == special && (is_special || a & attr::USER_DEFINED != 0)
-            })
-            .map(|(t, &a)| {
-                AddedToken::from(t, special)
-                    .normalized(false)
-                    .lstrip(a & attr::LSTRIP != 0)
-                    .rstrip(a & attr::RSTRIP != 0)
-            })
-            .collect()
-    };
-    inner.add_special_tokens(&added(true));
-    inner.add_tokens(&added(false));
+/// A symbol of a piece being merged: a byte range of the piece and its token.
+#[derive(Clone, Copy)]
+struct Symbol {
+    start: usize,
+    len: usize,
+    /// `None` for a character that is no token (it never merges).
+    id: Option<u32>,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
 
+impl ByteLevelBpe {
+    /// The merges of `tokenizer.ggml.merges` (each "left right", split at the first space after
+    /// the first byte, as llama.cpp splits them, so a token may start with a space).
+    pub fn new(vocab: &Vocab, merges: &[&str], pre: &str) -> Result<Self> {
+        let split = pre_tokenizer(pre)?;
+        let mut table = ahash::AHashMap::with_capacity(merges.len());
+        let mut both = String::new();
+        for (rank, m) in merges.iter().enumerate() {
+            let at = m
+                .as_bytes()
+                .iter()
+                .skip(1)
+                .position(|&b| b == b' ')
+                .ok_or_else(|| ModelError::Tokenizer(format!("malformed merge '{m}'")))?;
+            let (left, right) = (&m[..at + 1], &m[at + 2..]);
+            both.clear();
+            both.push_str(left);
+            both.push_str(right);
+            let id = |text: &str| {
+                vocab.id(text).ok_or_else(|| {
+                    ModelError::Tokenizer(format!(
+                        "merge '{m}' names '{text}', which is not in the vocabulary"
+                    ))
+                })
+            };
+            let pair = (id(left)?, id(right)?);
+            let merged = id(&both)?;
+            table.entry(pair).or_insert((rank as u32, merged));
+        }
+        table.shrink_to_fit();
+        Ok(ByteLevelBpe {
+            split: split.pre_tokenizer,
+            ignore_merges: split.ignore_merges,
+            merges: table,
+        })
+    }
+
+    /// Appends the ids of one stretch of text between special tokens to `out`.
+    pub fn tokenize(&self, vocab: &Vocab, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        let mut pieces = PreTokenizedString::from(text);
+        self.split
+            .pre_tokenize(&mut pieces)
+            .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizing: {e}")))?;
+        for (piece, _, _) in pieces.get_splits(OffsetReferential::Original, OffsetType::Byte) {
+            self.merge(vocab, piece, out);
+        }
+        Ok(())
+    }
+
+    /// Appends the tokens of one piece (in the byte-level alphabet) to `out`.
+    fn merge(&self, vocab: &Vocab, piece: &str, out: &mut Vec<u32>) {
+        if piece.is_empty() {
+            return;
+        }
+        if self.ignore_merges {
+            if let Some(id) = vocab.id(piece) {
+                out.push(id);
+                return;
+            }
+        }
+        let mut symbols: Vec<Symbol> = Vec::with_capacity(piece.len());
+        for (start, ch) in piece.char_indices() {
+            let index = symbols.len();
+            let len = ch.len_utf8();
+            symbols.push(Symbol {
+                start,
+                len,
+                id: vocab.id(&piece[start..start + len]),
+                prev: index.checked_sub(1),
+                next: None,
+            });
+            if index > 0 {
+                symbols[index - 1].next = Some(index);
+            }
+        }
+        // (rank, left symbol, right symbol, left id, right id, merged id), lowest rank first and
+        // leftmost among equal ranks; an entry whose symbols changed since is skipped.
+        type Candidate = Reverse<(u32, usize, usize, u32, u32, u32)>;
+        let candidate = |symbols: &[Symbol], left: usize| -> Option<Candidate> {
+            let right = symbols[left].next?;
+            let (l, r) = (symbols[left].id?, symbols[right].id?);
+            let &(rank, merged) = self.merges.get(&(l, r))?;
+            Some(Reverse((rank, left, right, l, r, merged)))
+        };
+        let mut queue: BinaryHeap<Candidate> = (0..symbols.len())
+            .filter_map(|i| candidate(&symbols, i))
+            .collect();
+        while let Some(Reverse((_, left, right, l, r, merged))) = queue.pop() {
+            let (ls, rs) = (symbols[left], symbols[right]);
+            if ls.len == 0 || rs.len == 0 || ls.next != Some(right) || ls.id != Some(l) {
+                continue;
+            }
+            if rs.id != Some(r) {
+                continue;
+            }
+            symbols[left].len += rs.len;
+            symbols[left].id = Some(merged);
+            symbols[left].next = rs.next;
+            symbols[right].len = 0;
+            if let Some(next) = rs.next {
+                symbols[next].prev = Some(left);
+            }
+            if let Some(prev) = ls.prev {
+                queue.extend(candidate(&symbols, prev));
+            }
+            queue.extend(candidate(&symbols, left));
+        }
+        let mut at = Some(0);
+        while let Some(i) = at {
+            let s = symbols[i];
+            match s.id {
+                Some(id) => out.push(id),
+                // llama.cpp spells a symbol that is no token with the one-byte tokens of its
+                // bytes where there are such tokens, and drops the other bytes.
+                None => {
+                    let text = &piece.as_bytes()[s.start..s.start + s.len];
+                    out.extend(
+                        text.iter().filter_map(|&b| {
+                            std::str::from_utf8(&[b]).ok().and_then(|t| vocab.id(t))
+                        }),
+                    );
+                }
+            }
+            at = s.next;
+        }
+    }
+}
+
+/// The bytes each token of a byte-level vocabulary stands for: control, user-defined and
+/// unknown tokens their text, every other token its characters mapped back to bytes.
+pub(crate) fn byte_level_token_bytes(vocab: &Vocab) -> Result<Packed> {
     let byte_of = byte_decoder();
     let mut token_bytes = Packed::with_capacity(vocab.len(), 0);
     let mut bytes = Vec::new();
@@ -81,7 +189,7 @@ pub(crate) fn byte_level_bpe(
         token_bytes.push(&bytes)?;
     }
     token_bytes.shrink_to_fit();
-    Ok((inner, token_bytes))
+    Ok(token_bytes)
 }
 
 /// Inverse of GPT-2's byte-to-unicode map: byte-level BPE spells byte `b` as the character
