@@ -1,14 +1,14 @@
 // What loading a model costs a page's memory, in headless Chromium (WebGPU on SwiftShader asked
 // for by name, and the CPU engine) through the npm package as it ships: the renderer
 // process's resident memory (the page, its worker and their WebAssembly heaps: VmRSS of every
-// `--type=renderer` process) and the GPU process's, after the load and a short generation,
-// against the same page with no model: the engine on the page's thread (`worker: false`), its
-// WebAssembly module already compiled and instantiated (what a page pays once, whatever the
-// model); with BENCH_WORKER=1 the engine in its worker instead, whose start (a thread, a V8
-// isolate, the module compiled again) then counts too. Also the engine thread's WebAssembly
-// memory (its peak: it only grows) and the page's JS heap peak while loading. A fresh browser
-// per row, so no row sees another's memory. Writes JSON and a markdown table. Run it through
-// scripts/browser-load-memory.sh.
+// `--type=renderer` process of this browser, other browsers on the machine left out) and the
+// GPU process's, after the load and a short generation, against the same page with no model:
+// the engine on the page's thread (`worker: false`), its WebAssembly module already compiled and
+// instantiated (what a page pays once, whatever the model); with BENCH_WORKER=1 the engine in
+// its worker instead, whose start (a thread, a V8 isolate, the module compiled again) then counts
+// too. Also the engine thread's WebAssembly memory (its peak: it only grows) and the page's JS
+// heap peak while loading. A fresh browser per row, so no row sees another's memory. Writes JSON
+// and a markdown table. Run it through scripts/browser-load-memory.sh.
 //
 // Environment: BENCH_MODELS (comma-separated paths, default SmolLM2 and Qwen2.5-Coder-0.5B),
 // BENCH_BACKENDS (default webgpu,cpu), BENCH_CONTEXT (default 256), BENCH_WORKER (default 0),
@@ -29,11 +29,33 @@ const WORKER = process.env.BENCH_WORKER === '1';
 const OUT = process.env.BENCH_OUT ?? join(root, 'bench-out/load-memory');
 const MiB = (bytes) => bytes / 2 ** 20;
 
-/** Resident bytes of every process of this machine whose command line has `--type=<type>`. */
-async function residentOf(type) {
-  let total = 0;
+/** The ids of `root` and every process below it (other browsers on the machine do not count). */
+async function family(root) {
+  const parent = new Map();
   for (const pid of await readdir('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
+    try {
+      // The parent id is the field after the parenthesized command name.
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      parent.set(Number(pid), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  const ids = new Set([root]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, ppid] of parent) {
+      if (!ids.has(pid) && ids.has(ppid)) { ids.add(pid); grew = true; }
+    }
+  }
+  return ids;
+}
+
+/** Resident bytes of the processes of this browser whose command line has `--type=<type>`. */
+async function residentOf(ids, type) {
+  let total = 0;
+  for (const pid of ids) {
     try {
       const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
       if (!cmdline.includes(`--type=${type}`)) continue;
@@ -46,16 +68,19 @@ async function residentOf(type) {
   return total;
 }
 
-async function resident() {
-  return { renderer: await residentOf('renderer'), gpu: await residentOf('gpu-process') };
+async function resident(browserPid) {
+  const ids = await family(browserPid);
+  return { renderer: await residentOf(ids, 'renderer'), gpu: await residentOf(ids, 'gpu-process') };
 }
 
 async function measure(base, model, backend) {
-  const browser = await chromium.launch({
+  // A browser server, for the id of the browser's process: only its own processes are counted.
+  const browserServer = await chromium.launchServer({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: [...(await chromiumFlags()), '--enable-precise-memory-info'],
     headless: true,
   });
+  const browser = await chromium.connect(browserServer.wsEndpoint());
   try {
     const page = await browser.newPage();
     await page.goto(`${base}/pkg/README.md`);
@@ -63,7 +88,8 @@ async function measure(base, model, backend) {
       window.pkg = await import('/pkg/index.js');
       if (!worker) await window.pkg.initialize();
     }, WORKER);
-    const before = await resident();
+    const browserPid = browserServer.process().pid;
+    const before = await resident(browserPid);
     const m = await page.evaluate(async ([url, backend, context, worker]) => {
       const heap = () => performance.memory.usedJSHeapSize;
       const heap0 = heap();
@@ -83,7 +109,7 @@ async function measure(base, model, backend) {
         tokens: result.tokens.length,
       };
     }, [`/${model}`, backend, CONTEXT, WORKER]);
-    const after = await resident();
+    const after = await resident(browserPid);
     await page.evaluate(() => window.model.dispose());
     const file = (await stat(join(root, model))).size;
     return {
@@ -100,6 +126,7 @@ async function measure(base, model, backend) {
     };
   } finally {
     await browser.close();
+    await browserServer.close();
   }
 }
 
