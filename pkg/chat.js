@@ -69,11 +69,13 @@ function extension(result, seed) {
 function openaiLogprobs(result) {
   let entries = result.logprobs ?? [];
   if (result.stats.stop_reason === 'end_of_text') entries = entries.slice(0, -1);
-  const one = (e) => ({ token: e.text, logprob: e.logprob, bytes: e.bytes });
-  return {
-    content: entries.map((e) => ({ ...one(e), top_logprobs: e.top_logprobs.map(one) })),
-    refusal: null,
-  };
+  return { content: entries.map(openaiLogprob), refusal: null };
+}
+
+// One of the engine's logprobs entries as OpenAI's ChatCompletionTokenLogprob.
+function openaiLogprob(e) {
+  const one = (x) => ({ token: x.text, logprob: x.logprob, bytes: x.bytes });
+  return { ...one(e), top_logprobs: e.top_logprobs.map(one) };
 }
 
 function header(model) {
@@ -149,10 +151,26 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
   let finished = false;
   try {
     yield chunk({ role: 'assistant', content: '', refusal: null }, null);
+    // With logprobs, a content chunk carries those of the tokens whose text it releases: a
+    // token that releases no text (part of a character, text held back for a stop string)
+    // waits for the next chunk that has text. What no content chunk carried comes with the
+    // finish_reason, so the chunks' `logprobs.content` concatenated is the whole list.
+    let waiting = [];
+    let sent = 0;
     for (let step = first; !step.done; step = await iterator.next()) {
       // A reply that may call tools is read whole before it is known to be text or calls:
       // its content and calls arrive with the last chunks.
-      if (step.value.text && !toolsCalled) yield chunk({ content: step.value.text }, null);
+      if (toolsCalled) continue;
+      const { text, logprob } = step.value;
+      if (logprobs && logprob) waiting.push(logprob);
+      if (!text) continue;
+      let lp = null;
+      if (logprobs && waiting.length > 0) {
+        lp = { content: waiting.map(openaiLogprob), refusal: null };
+        sent += waiting.length;
+        waiting = [];
+      }
+      yield chunk({ content: text }, null, lp);
     }
     const result = await generation.result;
     finished = true;
@@ -162,9 +180,13 @@ async function* streamChunks({ generation, iterator, first, head, includeUsage, 
         yield chunk({ tool_calls: toolCalls(result).map((call, index) => ({ index, ...call })) }, null);
       }
     }
-    // With logprobs, those of every token arrive with the finish_reason (concatenating the chunks'
-    // `logprobs.content` gives the whole list, as with OpenAI's).
-    const lp = logprobs ? openaiLogprobs(result) : null;
+    // The finish chunk's: those no content chunk carried (all of them when none did, as for a
+    // reply with tools); null when the content chunks carried every one.
+    let lp = null;
+    if (logprobs) {
+      const rest = openaiLogprobs(result).content.slice(sent);
+      if (rest.length > 0 || sent === 0) lp = { content: rest, refusal: null };
+    }
     yield { ...chunk({}, finishReason(result), lp), runahead: extension(result, seed) };
     if (includeUsage) {
       yield { ...head, object: 'chat.completion.chunk', choices: [], usage: usage(result.stats) };

@@ -388,8 +388,15 @@ export interface Chunk {
   text: string;
   /** Undefined only for a last chunk of held-back text after the final token. */
   token: number | undefined;
-  /** Proposed by the drafter and accepted by the model. */
+  /** Proposed by the drafter (or forced by the grammar) and accepted by the model. */
   fromDraft: boolean;
+  /**
+   * Where the token came from, as `result.provenance`: "draft", "forced" (the only token the
+   * grammar allowed, verified as a free draft) or "target".
+   */
+  provenance: 'draft' | 'forced' | 'target';
+  /** With `logprobs`: the token's entry of `result.logprobs`. */
+  logprob?: TokenLogprob;
 }
 
 /** The same fields as `runahead generate --json` prints. */
@@ -656,7 +663,11 @@ export interface ChatCompletionCreateParamsBase {
   presence_penalty?: number | null;
   /** Token id -> -100 to 100. */
   logit_bias?: Record<string, number> | null;
-  /** The choice's `logprobs.content` (streamed: all of them on the chunk with the finish_reason). */
+  /**
+   * The choice's `logprobs.content`. Streamed: each content chunk has those of the tokens whose
+   * text it carries; the rest (a stop string's tokens, a reply with tools) come on the chunk
+   * with the finish_reason.
+   */
   logprobs?: boolean | null;
   /** 0 to 20, with `logprobs`. */
   top_logprobs?: number | null;
@@ -809,7 +820,12 @@ export interface ChatCompletionChunkChoice {
     refusal?: null;
     tool_calls?: { index: number; id: string; type: 'function'; function: { name: string; arguments: string } }[];
   };
-  /** With `logprobs`: every token's, on the chunk with the finish_reason; null on the others. */
+  /**
+   * With `logprobs`: on a content chunk, those of the tokens whose text `delta.content` is (a
+   * token that releases no text waits for the next chunk with text); on the chunk with the
+   * finish_reason, those no content chunk carried; null when there are none. Concatenated,
+   * the whole list the non-streamed result has.
+   */
   logprobs: ChatCompletionLogprobs | null;
   /** null until the last chunk that has a choice. */
   finish_reason: FinishReason | null;

@@ -26,8 +26,10 @@ class Generation {
   constructor(engine, prompt, options) {
     const { signal, ...rest } = options ?? {};
     this.#engine = engine;
-    const onToken = (text, token, fromDraft) => {
-      this.#queue.push({ text, token, fromDraft });
+    // `info`: the token's provenance, and its log-probability with `logprobs`.
+    const onToken = (text, token, fromDraft, info) => {
+      const provenance = info?.provenance ?? (fromDraft ? 'draft' : 'target');
+      this.#queue.push({ text, token, fromDraft, provenance, ...(info?.logprob ? { logprob: info.logprob } : {}) });
       this.#notify();
     };
     let started;
@@ -285,7 +287,8 @@ export class Runahead {
    * ("none" | "ngram" | "suffix" | "model" (the draft model loaded with `load(..., {draft})`) |
    * "auto" (the suffix lookup, and the draft model when there is one)), `depth` ("auto" | n),
    * `chat`, `stop` (strings that end the text), `signal`. Iterate the result with `for await`
-   * to get `{text, token, fromDraft}` chunks; `.stats` and `.result` resolve when it ends.
+   * to get `{text, token, fromDraft, provenance, logprob?}` chunks; `.stats` and `.result`
+   * resolve when it ends.
    */
   generate(prompt, options = {}) {
     return new Generation(this.#engine, prompt, options);

@@ -115,8 +115,8 @@ export class WorkerEngine {
     this.#generating = true;
     return this.#request('generate', { prompt, options }, (message) => {
       if (message.kind === 'token') {
-        const { text, token, fromDraft } = message.chunk;
-        onToken(text, token, fromDraft);
+        const { text, token, fromDraft, info } = message.chunk;
+        onToken(text, token, fromDraft, info);
       }
     }).finally(() => {
       this.#generating = false;

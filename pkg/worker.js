@@ -31,8 +31,8 @@ const ops = {
     return probeHere(source, options);
   },
   generate(id, { prompt, options }) {
-    return engine.generate(prompt, options, (text, token, fromDraft) => {
-      post({ id, kind: 'token', chunk: { text, token, fromDraft } });
+    return engine.generate(prompt, options, (text, token, fromDraft, info) => {
+      post({ id, kind: 'token', chunk: { text, token, fromDraft, info } });
     });
   },
   cancel() {

@@ -332,9 +332,17 @@ test('logprobs, penalties and logit_bias: OpenAI shapes, speculative equals plai
     // The most likely first token, banned.
     const first = plain.runahead.tokens[0];
     const banned = await m.chat.completions.create({ ...request, logit_bias: { [first]: -100 } });
-    const stream = await m.chat.completions.create({ ...request, stream: true, draft: 'auto' });
-    const chunks = [];
-    for await (const chunk of stream) chunks.push(chunk);
+    const streamed = async (body) => {
+      const chunks = [];
+      for await (const chunk of await m.chat.completions.create({ ...body, stream: true })) {
+        const choice = chunk.choices[0];
+        if (choice) chunks.push({ content: choice.delta.content, logprobs: choice.logprobs, finish: choice.finish_reason });
+      }
+      return chunks;
+    };
+    // A stop string: its tokens' text is held back, then dropped.
+    const stop = { messages: window.ask, temperature: 0, max_tokens: 40, logprobs: true, top_logprobs: 3, stop: ['5. 5'] };
+    const stopped = await m.chat.completions.create({ ...stop, draft: 'none' });
     const shape = (c) => ({
       content: c.choices[0].message.content,
       tokens: c.runahead.tokens,
@@ -348,7 +356,11 @@ test('logprobs, penalties and logit_bias: OpenAI shapes, speculative equals plai
       unpenalized: unpenalized.choices[0].message.content,
       first,
       banned: banned.runahead.tokens,
-      streamed: chunks.map((c) => c.choices[0]?.logprobs ?? null),
+      streamed: await streamed({ ...request, draft: 'auto' }),
+      stopped: stopped.choices[0].logprobs.content,
+      stoppedContent: stopped.choices[0].message.content,
+      stoppedReason: stopped.runahead.stop_reason,
+      streamedStop: await streamed({ ...stop, draft: 'suffix' }),
     };
   });
   const { plain, speculative } = r;
@@ -371,11 +383,37 @@ test('logprobs, penalties and logit_bias: OpenAI shapes, speculative equals plai
     assert.ok(Math.abs(a.logprob - b.logprob) < 1e-5, `${a.logprob} vs ${b.logprob}`);
   }
   assert.notEqual(r.banned[0], r.first);
-  // Streamed: null on every chunk but the one with the finish_reason, which has them all.
-  const withLogprobs = r.streamed.filter((l) => l !== null);
-  assert.equal(withLogprobs.length, 1);
-  assert.deepEqual(withLogprobs[0].content.map((e) => e.token), content.map((e) => e.token));
+  // Streamed: each content chunk carries the log-probabilities of the tokens it spells, and
+  // the chunks' lists concatenated are the non-streamed list (speculative or not).
+  checkStreamedLogprobs(r.streamed, content);
+  assert.ok(r.streamed.filter((c) => c.content && c.logprobs !== null).length > 1);
+  // With a stop string the stop's tokens come on the chunk with the finish_reason.
+  assert.equal(r.stoppedReason, 'stop', r.stoppedContent);
+  assert.ok(r.stopped.map((e) => e.token).join('').startsWith(`${r.stoppedContent}5. 5`));
+  checkStreamedLogprobs(r.streamedStop, r.stopped);
+  assert.equal(r.streamedStop.map((c) => c.content ?? '').join(''), r.stoppedContent);
+  const last = r.streamedStop.at(-1);
+  assert.ok(last.finish !== null && last.logprobs.content.length > 0, JSON.stringify(last));
 });
+
+// A stream's chunks against the non-streamed `logprobs.content` of the same request: the
+// chunks' lists concatenated equal it (tokens, bytes; log-probabilities to float precision),
+// and a content chunk's tokens spell its `delta.content` (every token's text is whole here:
+// ASCII text).
+function checkStreamedLogprobs(chunks, whole) {
+  const joined = chunks.flatMap((c) => c.logprobs?.content ?? []);
+  assert.deepEqual(joined.map((e) => e.token), whole.map((e) => e.token));
+  assert.deepEqual(joined.map((e) => e.bytes), whole.map((e) => e.bytes));
+  for (const [a, b] of joined.map((e, i) => [e, whole[i]])) {
+    assert.ok(Math.abs(a.logprob - b.logprob) < 1e-5, `${a.logprob} vs ${b.logprob}`);
+    assert.deepEqual(a.top_logprobs.map((t) => t.token), b.top_logprobs.map((t) => t.token));
+  }
+  for (const c of chunks) {
+    if (!c.content) continue;
+    assert.notEqual(c.logprobs, null, `a content chunk without logprobs: ${JSON.stringify(c)}`);
+    assert.equal(c.logprobs.content.map((e) => e.token).join(''), c.content);
+  }
+}
 
 test('n > 1: choices generated one after another with seeds seed, seed + 1, ...; not streamed', { timeout: SLOW }, async () => {
   const r = await page.evaluate(async () => {

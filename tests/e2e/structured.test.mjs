@@ -6,7 +6,8 @@
 // SwiftShader's fallback adapter) and on WebGPU (`backend: 'webgpu'`, SwiftShader). A schema
 // that cannot be compiled rejects before any token. Tools through chat.completions: the calls
 // in OpenAI's shapes (streamed and not), their arguments valid under the tool's schema, and the
-// next turn reading the call and its result back.
+// next turn reading the call and its result back. Streamed tokens carry their provenance and
+// log-probabilities, which equal plain decoding's.
 //
 //   scripts/test.sh e2e      (builds pkg/wasm, runs npm ci, then the files here)
 
@@ -180,6 +181,58 @@ test('generate under a JSON schema: the output validates, and speculative equals
       assert.ok(run.forced > 0, `${draft}: ${JSON.stringify(run)}`);
       assert.ok(run.forwards < plain.forwards, `${draft}: ${run.forwards} vs ${plain.forwards}`);
     }
+  }
+});
+
+test('under a schema, chunks carry their provenance and log-probabilities, the same with and without speculation', { timeout: SLOW }, async () => {
+  const r = await page.evaluate(async ({ ask, schema }) => {
+    const m = window.model;
+    const options = { chat: true, maxTokens: 120, grammar: { jsonSchema: schema }, depth: 6, logprobs: true, topLogprobs: 2 };
+    const generation = m.generate(ask, { ...options, draft: 'suffix' });
+    const chunks = [];
+    for await (const c of generation) if (c.token !== undefined) chunks.push(c);
+    const result = await generation.result;
+    const format = { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } };
+    const request = {
+      messages: [{ role: 'user', content: ask }], temperature: 0, max_tokens: 120, response_format: format,
+      logprobs: true, top_logprobs: 2,
+    };
+    const plain = await m.chat.completions.create({ ...request, draft: 'none' });
+    const streamed = [];
+    let provenance = [];
+    for await (const chunk of await m.chat.completions.create({ ...request, stream: true, draft: 'suffix' })) {
+      const choice = chunk.choices[0];
+      if (choice) streamed.push({ content: choice.delta.content, logprobs: choice.logprobs });
+      if (chunk.runahead) provenance = chunk.runahead.provenance;
+    }
+    return {
+      chunks: chunks.map((c) => ({ token: c.token, provenance: c.provenance, fromDraft: c.fromDraft, logprob: c.logprob })),
+      result: { tokens: result.tokens, provenance: result.provenance, logprobs: result.logprobs },
+      plain: { content: plain.choices[0].message.content, logprobs: plain.choices[0].logprobs.content },
+      streamed,
+      streamedForced: provenance.filter((p) => p === 'forced').length,
+    };
+  }, { ask: ASK, schema: PERSON });
+  // generate's chunks: each token's provenance and log-probability, as the result has them.
+  assert.deepEqual(r.chunks.map((c) => c.token), r.result.tokens);
+  assert.deepEqual(r.chunks.map((c) => c.provenance), r.result.provenance);
+  assert.deepEqual(r.chunks.map((c) => c.fromDraft), r.result.provenance.map((p) => p !== 'target'));
+  assert.deepEqual(r.chunks.map((c) => c.logprob), r.result.logprobs);
+  assert.ok(r.result.provenance.includes('forced'));
+  // The stream (speculative, with forced tokens) against plain decoding not streamed.
+  checkJson(r.plain.content, PERSON);
+  assert.ok(r.streamedForced > 0);
+  assert.equal(r.streamed.map((c) => c.content ?? '').join(''), r.plain.content);
+  const joined = r.streamed.flatMap((c) => c.logprobs?.content ?? []);
+  assert.deepEqual(joined.map((e) => e.token), r.plain.logprobs.map((e) => e.token));
+  for (const [a, b] of joined.map((e, i) => [e, r.plain.logprobs[i]])) {
+    assert.ok(Math.abs(a.logprob - b.logprob) < 1e-5, `${a.logprob} vs ${b.logprob}`);
+    assert.deepEqual(a.top_logprobs.map((t) => t.token), b.top_logprobs.map((t) => t.token));
+  }
+  // A content chunk carries the tokens that spell it (whole characters: the text is ASCII).
+  for (const c of r.streamed) {
+    if (!c.content) continue;
+    assert.equal(c.logprobs?.content.map((e) => e.token).join(''), c.content, JSON.stringify(c));
   }
 });
 

@@ -309,13 +309,40 @@ pub async fn generate_cached<M: LanguageModel, D: Drafter + ?Sized>(
 #[allow(clippy::too_many_arguments)]
 pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     model: &mut M,
-    mut drafter: Option<&mut D>,
+    drafter: Option<&mut D>,
     cached: &mut KvTokens,
     prompt: &[u32],
     opts: &GenerateOptions,
     constraint: Option<&mut dyn Constraint>,
     is_end: impl Fn(u32) -> bool,
     mut on_token: impl FnMut(u32, Provenance) -> ControlFlow<()>,
+) -> Result<Generation, GenerateError> {
+    generate_reporting(
+        model,
+        drafter,
+        cached,
+        prompt,
+        opts,
+        constraint,
+        is_end,
+        |token, provenance, _| on_token(token, provenance),
+    )
+    .await
+}
+
+/// [`generate_constrained`] whose `on_token` also sees the token's log-probability when
+/// [`LogitOptions::logprobs`] asks for them (the entry [`Generation::logprobs`] ends up
+/// holding for it), so a stream can carry each token's with the token.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn generate_reporting<M: LanguageModel, D: Drafter + ?Sized>(
+    model: &mut M,
+    mut drafter: Option<&mut D>,
+    cached: &mut KvTokens,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+    constraint: Option<&mut dyn Constraint>,
+    is_end: impl Fn(u32) -> bool,
+    mut on_token: impl FnMut(u32, Provenance, Option<&TokenLogprob>) -> ControlFlow<()>,
 ) -> Result<Generation, GenerateError> {
     opts.logits.validate(model.config().vocab_size)?;
     // The loop processes whole logit rows when a constraint or the logit options need them.
@@ -360,11 +387,20 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     let mut history = prompt.to_vec();
     let mut depth = DepthController::new(opts.depth.clone());
     let start = Instant::now();
-    let mut emit = |t: u32, from: Provenance, out: &mut Generation, history: &mut Vec<u32>| {
+    // The guide records a token's log-probability when it picks or verifies it, before the
+    // token is emitted: entry i is the i-th emitted token's.
+    let mut emit = |t: u32,
+                    from: Provenance,
+                    guide: &Option<Guide<'_>>,
+                    out: &mut Generation,
+                    history: &mut Vec<u32>| {
+        let logprob = guide
+            .as_ref()
+            .and_then(|g| g.logprobs.get(out.tokens.len()));
         out.tokens.push(t);
         out.provenance.push(from);
         history.push(t);
-        if on_token(t, from).is_break() {
+        if on_token(t, from, logprob).is_break() {
             Some(StopReason::Cancelled)
         } else if is_end(t) {
             Some(StopReason::EndOfText)
@@ -374,7 +410,7 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     };
     'decode: loop {
         // Emit `next` (not yet in the cache) and the accepted draft tokens queued behind it.
-        if let Some(stop) = emit(next, Provenance::Target, &mut out, &mut history) {
+        if let Some(stop) = emit(next, Provenance::Target, &guide, &mut out, &mut history) {
             out.stop = stop;
             break;
         }
@@ -446,7 +482,7 @@ pub async fn generate_constrained<M: LanguageModel, D: Drafter + ?Sized>(
         };
         for &node in &verdict.path {
             let t = draft.tokens[node];
-            if let Some(stop) = emit(t, from, &mut out, &mut history) {
+            if let Some(stop) = emit(t, from, &guide, &mut out, &mut history) {
                 out.stop = stop;
                 break 'decode;
             }

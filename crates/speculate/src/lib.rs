@@ -41,7 +41,7 @@ pub use history::{
 pub use limits::{MAX_DRAFT, PREFILL_CHUNK};
 pub use logits::{LogitError, LogitOptions, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use model_drafter::ModelDrafter;
-pub use report::generation_json;
+pub use report::{generation_json, logprob_json};
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};
 pub use stop::{Released, StopError, StopMatcher, StopStrings, MAX_STOP_BYTES, MAX_STOP_STRINGS};
 pub use suffix::{SuffixDrafter, SuffixTrie};

@@ -4,7 +4,7 @@
 use runahead_model::Tokenizer;
 use serde_json::{json, Value};
 
-use crate::{Generation, Provenance};
+use crate::{Generation, Provenance, TokenLogprob};
 
 /// `{tokens, text, stats, provenance}`, and `logprobs` when the generation reported them. `text` decodes the tokens without end tokens (or is
 /// the text before a stop string); `stats`
@@ -79,9 +79,18 @@ pub fn generation_json(
     out
 }
 
-/// `[{token, text, bytes, logprob, top_logprobs: [{token, text, bytes, logprob}]}]`, one per
-/// token (`token` the id, `text` its text, `bytes` its UTF-8 bytes).
+/// `[{token, text, bytes, logprob, top_logprobs: [...]}]`, one per token ([`logprob_json`]).
 fn logprobs_json(generation: &Generation, tokenizer: &Tokenizer) -> Value {
+    generation
+        .logprobs
+        .iter()
+        .map(|lp| logprob_json(lp, tokenizer))
+        .collect()
+}
+
+/// One token's entry of a report's `logprobs`: `{token, text, bytes, logprob, top_logprobs:
+/// [{token, text, bytes, logprob}]}` (`token` the id, `text` its text, `bytes` its UTF-8 bytes).
+pub fn logprob_json(lp: &TokenLogprob, tokenizer: &Tokenizer) -> Value {
     let entry = |token: u32, logprob: f32| {
         let bytes = tokenizer.token_bytes(token);
         json!({
@@ -91,14 +100,8 @@ fn logprobs_json(generation: &Generation, tokenizer: &Tokenizer) -> Value {
             "logprob": logprob,
         })
     };
-    generation
-        .logprobs
-        .iter()
-        .map(|lp| {
-            let mut e = entry(lp.token, lp.logprob);
-            let top: Vec<Value> = lp.top.iter().map(|&(t, l)| entry(t, l)).collect();
-            e["top_logprobs"] = Value::from(top);
-            e
-        })
-        .collect()
+    let mut e = entry(lp.token, lp.logprob);
+    let top: Vec<Value> = lp.top.iter().map(|&(t, l)| entry(t, l)).collect();
+    e["top_logprobs"] = Value::from(top);
+    e
 }

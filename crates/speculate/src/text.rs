@@ -10,8 +10,9 @@ use crate::constraint::Constraint;
 use crate::drafter::Drafter;
 use crate::error::GenerateError;
 use crate::generate::{
-    generate_constrained, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
+    generate_reporting, GenerateOptions, Generation, KvTokens, Provenance, StopReason,
 };
+use crate::logits::TokenLogprob;
 use crate::stop::{StopMatcher, StopStrings};
 
 /// One piece of streamed text.
@@ -24,6 +25,9 @@ pub struct Piece<'a> {
     /// the last token (a generation that ended for the context or a cancel mid stop string).
     pub token: Option<u32>,
     pub provenance: Provenance,
+    /// The token's log-probability when the options ask for them (the entry
+    /// [`Generation::logprobs`] holds for it); `None` otherwise and for held-back text.
+    pub logprob: Option<&'a TokenLogprob>,
 }
 
 /// [`generate_cached`] that decodes as it goes and ends at the first of `stop` the text
@@ -72,7 +76,7 @@ pub async fn generate_text_constrained<M: LanguageModel, D: Drafter + ?Sized>(
     let mut decoder = tokenizer.decoder();
     let mut matcher = StopMatcher::new(stop);
     let (mut stopped, mut cancelled, mut seen) = (false, false, 0);
-    let mut generation = generate_constrained(
+    let mut generation = generate_reporting(
         model,
         drafter,
         cached,
@@ -80,7 +84,7 @@ pub async fn generate_text_constrained<M: LanguageModel, D: Drafter + ?Sized>(
         opts,
         constraint,
         |t| tokenizer.is_end(t),
-        |token, provenance| {
+        |token, provenance, logprob| {
             seen += 1;
             let end = tokenizer.is_end(token);
             let piece = if end {
@@ -98,6 +102,7 @@ pub async fn generate_text_constrained<M: LanguageModel, D: Drafter + ?Sized>(
                 text: &released.text,
                 token: Some(token),
                 provenance,
+                logprob,
             });
             cancelled = flow.is_break();
             if stopped {
@@ -117,6 +122,7 @@ pub async fn generate_text_constrained<M: LanguageModel, D: Drafter + ?Sized>(
                 text: &rest,
                 token: None,
                 provenance: Provenance::Target,
+                logprob: None,
             });
         }
     }

@@ -1,16 +1,18 @@
 //! Penalties, logit bias and log-probabilities through the generation loop: greedy
 //! speculative decoding with them gives plain decoding's tokens and log-probabilities, because
-//! each verified row is processed with the counts of the path that leads to it.
+//! each verified row is processed with the counts of the path that leads to it. Each streamed
+//! piece carries its token's log-probability, the one the result holds for it.
 
 use std::ops::ControlFlow;
 
 use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_model::testing::TinyModel;
-use runahead_model::CpuModel;
+use runahead_model::{CpuModel, Tokenizer};
 use runahead_speculate::{
-    generate_with, Depth, Drafter, GenerateError, GenerateOptions, Generation, LogitError,
-    LogitOptions, NgramDrafter, SamplingParams, SuffixDrafter,
+    generate_text, generate_with, Depth, Drafter, GenerateError, GenerateOptions, Generation,
+    KvTokens, LogitError, LogitOptions, NgramDrafter, SamplingParams, StopStrings, SuffixDrafter,
+    TokenLogprob,
 };
 
 const PROMPT: [u32; 8] = [5, 77, 120, 3, 260, 5, 77, 120];
@@ -140,4 +142,54 @@ fn out_of_range_options_are_refused() {
         e,
         GenerateError::Logits(LogitError::Penalty("presence_penalty", _))
     ));
+}
+
+#[test]
+fn each_streamed_piece_carries_its_tokens_logprob() {
+    let file = file();
+    let tokenizer = Tokenizer::from_metadata(&file.header.metadata).expect("tokenizer");
+    let opts = GenerateOptions {
+        max_tokens: 40,
+        depth: Depth::Fixed(6),
+        logits: penalized(),
+        ..GenerateOptions::default()
+    };
+    let mut ngram = NgramDrafter::default();
+    let drafters: [Option<&mut dyn Drafter>; 2] = [None, Some(&mut ngram)];
+    let mut streams = Vec::new();
+    for drafter in drafters {
+        let mut model = CpuModel::load(&file, Some(96)).expect("tiny model");
+        let mut streamed: Vec<Option<TokenLogprob>> = Vec::new();
+        let g = block_on(generate_text(
+            &mut model,
+            drafter,
+            &mut KvTokens::default(),
+            &PROMPT,
+            &opts,
+            &tokenizer,
+            &StopStrings::default(),
+            |piece| {
+                if piece.token.is_some() {
+                    streamed.push(piece.logprob.cloned());
+                }
+                ControlFlow::Continue(())
+            },
+        ))
+        .expect("generates");
+        let streamed: Vec<TokenLogprob> = streamed
+            .into_iter()
+            .map(|l| l.expect("a logprob"))
+            .collect();
+        assert_eq!(streamed, g.logprobs);
+        assert_eq!(streamed.len(), g.tokens.len());
+        streams.push((g.stats.accepted, streamed));
+    }
+    assert!(
+        streams[1].0 > 0,
+        "no draft token was accepted: the test shows nothing"
+    );
+    for (a, b) in streams[1].1.iter().zip(&streams[0].1) {
+        assert_eq!(a.token, b.token);
+        assert!((a.logprob - b.logprob).abs() < 1e-5, "{a:?} vs {b:?}");
+    }
 }

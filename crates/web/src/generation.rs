@@ -9,7 +9,7 @@ use runahead_model::{LanguageModel, Tokenizer};
 use runahead_speculate::{
     calibrate, decode_history, encode_history, generate_text_constrained, generation_json,
     AutoDrafter, Constraint, Depth, Drafter, GenerateOptions, HistoryError, KvTokens, NgramDrafter,
-    Provenance, SamplingParams, StopStrings, SuffixDrafter,
+    Piece, SamplingParams, StopStrings, SuffixDrafter,
 };
 use serde_json::Value;
 
@@ -201,7 +201,7 @@ pub async fn run<M: LanguageModel>(
     opts: &options::GenerateOptions,
     drafters: &mut Drafters,
     backend: &str,
-    on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
+    mut on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
 ) -> Result<Value, WebError> {
     let unconstrained = None::<&mut dyn Constraint>;
     run_constrained(
@@ -212,14 +212,18 @@ pub async fn run<M: LanguageModel>(
         unconstrained,
         drafters,
         backend,
-        on_piece,
+        |piece| {
+            let from_draft = piece.provenance != runahead_speculate::Provenance::Target;
+            on_piece(piece.text, piece.token, from_draft)
+        },
     )
     .await
 }
 
 /// [`run`] under a constraint (the `grammar` option compiled by the session): every token is
 /// picked under its mask, and the tokens it forces are free drafts when a drafter runs
-/// (provenance `forced`; `from_draft` is true for them as for drafted tokens).
+/// (provenance `forced`). `on_piece` sees each [`Piece`] whole: its provenance and, with the
+/// `logprobs` option, its log-probability.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_constrained<M: LanguageModel>(
     model: &mut M,
@@ -229,7 +233,7 @@ pub async fn run_constrained<M: LanguageModel>(
     constraint: Option<&mut dyn Constraint>,
     drafters: &mut Drafters,
     backend: &str,
-    mut on_piece: impl FnMut(&str, Option<u32>, bool) -> ControlFlow<()>,
+    on_piece: impl FnMut(Piece<'_>) -> ControlFlow<()>,
 ) -> Result<Value, WebError> {
     validate(opts)?;
     drafters.check_available(&opts.draft)?;
@@ -253,10 +257,7 @@ pub async fn run_constrained<M: LanguageModel>(
         constraint,
         tokenizer,
         &stop,
-        |piece| {
-            let from_draft = piece.provenance != Provenance::Target;
-            on_piece(piece.text, piece.token, from_draft)
-        },
+        on_piece,
     )
     .await?;
     drafters.kv = kv;

@@ -33,7 +33,7 @@ use runahead_cpu::{CpuEngine, CpuOptions};
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel};
 use runahead_model::LanguageModel;
-use runahead_speculate::Constraint;
+use runahead_speculate::{logprob_json, Constraint, Piece, Provenance, TokenLogprob};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -180,9 +180,10 @@ impl Engine {
     /// toolChoice, parallelToolCalls}` (`grammar`: `{lark}`, `{regex}` or `{jsonSchema}`, the
     /// output must match it; with `logprobs` the result has one `logprobs` entry per token;
     /// with `tools` and a `toolChoice` other than `"none"` it has `content` and `tool_calls`).
-    /// `onToken(text, tokenId, fromDraft)` is called for every verified token (and once with
-    /// `tokenId` undefined for text held back for a stop string until the end); returning
-    /// `false` stops the generation like `cancel()` does.
+    /// `onToken(text, tokenId, fromDraft, {provenance, logprob})` is called for every verified
+    /// token (and once with `tokenId` undefined for text held back for a stop string until the
+    /// end; `logprob` only with `logprobs`); returning `false` stops the generation like
+    /// `cancel()` does.
     pub fn generate(
         &self,
         prompt: JsValue,
@@ -470,18 +471,43 @@ async fn run_generation(
         .map(|g| session.grammar(g))
         .transpose()?;
     let mut thrown = None;
-    let on_piece = |text: &str, token: Option<u32>, from_draft: bool| {
-        if let Some(f) = on_token {
-            let token = token.map_or(JsValue::UNDEFINED, JsValue::from);
-            let args = (JsValue::from(text), token, from_draft.into());
-            match f.call3(&JsValue::NULL, &args.0, &args.1, &args.2) {
-                Ok(v) if v.as_bool() == Some(false) => return ControlFlow::Break(()),
-                Ok(_) => {}
-                Err(e) => {
-                    thrown = Some(e);
-                    return ControlFlow::Break(());
-                }
+    let tokenizer = &session.tokenizer;
+    let mut call = |args: js_sys::Array| -> ControlFlow<()> {
+        let Some(f) = on_token else {
+            return ControlFlow::Continue(());
+        };
+        match f.apply(&JsValue::NULL, &args) {
+            Ok(v) if v.as_bool() == Some(false) => ControlFlow::Break(()),
+            Ok(_) => ControlFlow::Continue(()),
+            Err(e) => {
+                thrown = Some(e);
+                ControlFlow::Break(())
             }
+        }
+    };
+    let on_piece = |piece: Piece<'_>| {
+        if on_token.is_some() {
+            let mut text = piece.text;
+            // Text an end token releases is text held back for a stop string: it goes out as
+            // a piece of its own first, so the end token's chunk has no text (as without stop
+            // strings) and a stream's log-probabilities stay with the text they belong to.
+            if piece.token.is_some_and(|t| tokenizer.is_end(t)) && !text.is_empty() {
+                let held = js_sys::Array::of4(
+                    &JsValue::from(text),
+                    &JsValue::UNDEFINED,
+                    &JsValue::FALSE,
+                    &piece_info(Provenance::Target, None, tokenizer),
+                );
+                call(held)?;
+                text = "";
+            }
+            let args = js_sys::Array::of4(
+                &JsValue::from(text),
+                &piece.token.map_or(JsValue::UNDEFINED, JsValue::from),
+                &JsValue::from(piece.provenance != Provenance::Target),
+                &piece_info(piece.provenance, piece.logprob, tokenizer),
+            );
+            call(args)?;
         }
         if cancel.get() {
             ControlFlow::Break(())
@@ -489,7 +515,7 @@ async fn run_generation(
             ControlFlow::Continue(())
         }
     };
-    let (tokenizer, drafters) = (&session.tokenizer, &mut loaded.drafters);
+    let drafters = &mut loaded.drafters;
     let constraint = grammar.as_mut().map(|g| g as &mut dyn Constraint);
     let (prompt, opts) = (&prompt, &opts);
     let mut out = match &mut loaded.model {
@@ -524,6 +550,30 @@ async fn run_generation(
         tools::split_reply(&mut out, syntax);
     }
     to_js(&out)
+}
+
+/// What `onToken` gets besides the text, the token and whether it came from a draft:
+/// `{provenance: 'draft' | 'forced' | 'target', logprob?}`, `logprob` (with the `logprobs`
+/// option) the token's entry of the result's `logprobs`.
+fn piece_info(
+    provenance: Provenance,
+    logprob: Option<&TokenLogprob>,
+    tokenizer: &runahead_model::Tokenizer,
+) -> JsValue {
+    let info = js_sys::Object::new();
+    let provenance = match provenance {
+        Provenance::Draft => "draft",
+        Provenance::Forced => "forced",
+        Provenance::Target => "target",
+    };
+    // Setting a property on a fresh plain object cannot fail.
+    let _ = js_sys::Reflect::set(&info, &"provenance".into(), &provenance.into());
+    if let Some(lp) = logprob {
+        if let Ok(value) = to_js(&logprob_json(lp, tokenizer)) {
+            let _ = js_sys::Reflect::set(&info, &"logprob".into(), &value);
+        }
+    }
+    info.into()
 }
 
 /// The error of a call that needs the model while a generation holds it.

@@ -237,7 +237,7 @@ fn constrained_speculative_equals_constrained_plain() {
             constraint,
             &mut drafters_with_draft_model().0,
             "cpu",
-            |_, _, _| ControlFlow::Continue(()),
+            |_| ControlFlow::Continue(()),
         ))
         .expect("constrained generation")
     };
