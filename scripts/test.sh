@@ -140,7 +140,8 @@ step_e2e() {
   (cd "$root/tests/openai-types" && node_modules/.bin/tsc --noEmit -p .)
   RUNAHEAD_BIN="$CARGO_TARGET_DIR/debug/runahead" node --test --test-concurrency=1 \
     "$root/tests/e2e/sha256.test.mjs" "$root/tests/e2e/demo.test.mjs" \
-    "$root/tests/e2e/memory.test.mjs" "$root/tests/e2e/package.test.mjs" \
+    "$root/tests/e2e/demo-structured.test.mjs" "$root/tests/e2e/memory.test.mjs" \
+    "$root/tests/e2e/package.test.mjs" \
     "$root/tests/e2e/vite-app.test.mjs" "$root/tests/e2e/chat.test.mjs" \
     "$root/tests/e2e/cpu-fallback.test.mjs" "$root/tests/e2e/draft-model.test.mjs" \
     "$root/tests/e2e/forward-cost.test.mjs" "$root/tests/e2e/threads.test.mjs" \

@@ -6,10 +6,12 @@ import { Runahead } from '../pkg/index.js';
 import { $, clearError, decodingOptions, showError } from './ui.js';
 import { loadModel } from './load.js';
 import { newChat, sendTurn } from './chat.js';
+import { initStructured, structuredOptions } from './structured.js';
 import { runCompare } from './compare.js';
 import { LivePlot } from './plot.js';
 
 const plot = new LivePlot($('plot'));
+initStructured();
 let model = null;
 // The AbortController of the generation running now (a chat turn or a compare), if any.
 let running = null;
@@ -80,7 +82,7 @@ $('composer').addEventListener('submit', (event) => {
   if ($('generate').disabled || text.trim() === '') return;
   generating(async (signal) => {
     $('prompt').value = '';
-    await sendTurn(model, text, options(), plot, signal);
+    await sendTurn(model, text, { ...options(), ...structuredOptions() }, plot, signal);
   });
 });
 // Enter sends, Shift+Enter is a new line.

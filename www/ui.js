@@ -21,6 +21,8 @@ const HINTS = {
   draft_mismatch: 'A draft model needs the target\'s tokenizer: a smaller model of the same family ' +
     '(e.g. Qwen2.5-Coder-0.5B for the 1.5B).',
   chat_template: 'This model has no chat template: use Compare with "chat template" off.',
+  grammar: 'The JSON schema box holds something the package cannot compile: fix the schema ' +
+    '(valid JSON, a JSON Schema object) or turn the structured output off.',
   invalid_sampling: 'Temperature must be 0 or more, top-p above 0 and at most 1.',
   invalid_option: 'Check the decoding settings (drafter, depth, top-k, seed, max tokens).',
   empty_prompt: 'Type something to send.',
@@ -73,9 +75,16 @@ export function rate(value) {
   return value >= 100 ? value.toFixed(0) : value.toFixed(1);
 }
 
+// How a token's span is marked and titled, by where the token came from.
+const PROVENANCE = {
+  draft: { className: 'draft', note: ' (from a draft)' },
+  forced: { className: 'forced', note: ' (forced by the schema)' },
+};
+
 /**
- * Appends a streamed chunk to `container`: a span per token (its id in data-token, drafted
- * ones highlighted); text released after the last token is plain text.
+ * Appends a streamed chunk to `container`: a span per token (its id in data-token, its
+ * provenance in data-provenance; drafted and grammar-forced ones highlighted, each their own
+ * way); text released without a token is plain text.
  */
 export function appendChunk(container, chunk) {
   if (chunk.token === undefined) {
@@ -85,7 +94,10 @@ export function appendChunk(container, chunk) {
   const span = document.createElement('span');
   span.textContent = chunk.text;
   span.dataset.token = chunk.token;
-  span.title = `token ${chunk.token}${chunk.fromDraft ? ' (from a draft)' : ''}`;
-  if (chunk.fromDraft) span.className = 'draft';
+  const provenance = chunk.provenance ?? (chunk.fromDraft ? 'draft' : 'target');
+  span.dataset.provenance = provenance;
+  const mark = PROVENANCE[provenance];
+  span.title = `token ${chunk.token}${mark?.note ?? ''}`;
+  if (mark) span.className = mark.className;
   container.append(span);
 }

@@ -1,7 +1,8 @@
 // Screenshots of the demo page in headless Chromium, at desktop and phone widths, light and
-// dark, in four states: empty, a model loaded (from the cache, after a reload), after a
-// two-turn chat, after a compare; and the two README pictures (docs/demo-compare.png and
-// docs/demo-chat-mobile.png are copies of docs-*.png). For looking at the page, not a test:
+// dark, in five states: empty, a model loaded (from the cache, after a reload), after a
+// two-turn chat, after a structured-output answer (desktop only), after a compare; and the
+// two README pictures (docs/demo-compare.png and docs/demo-chat-mobile.png are copies of
+// docs-*.png). For looking at the page, not a test:
 // scripts/demo-screenshots.sh.
 //
 // Environment: SHOTS_OUT (default tests/e2e/out/screenshots), CHROMIUM (default /usr/bin/chromium),
@@ -85,6 +86,17 @@ try {
   await page.screenshot({ path: join(out, 'docs-chat-mobile.png') });
   await page.emulateMedia({ colorScheme: 'light' });
   await page.setViewportSize(SIZES.desktop);
+
+  // The structured-output mode: an answer under the default schema, what it parses to, and
+  // the tokens the schema forced.
+  await page.click('#new-chat');
+  await page.click('summary:has-text("Structured output")');
+  await page.check('#structured');
+  await page.fill('#max-tokens', '96');
+  await send('Describe Ada Lovelace: her name, the age she died at (36) and three tags.');
+  await waitFor('#stats', ['done', 'error']);
+  await shoot('structured', ['desktop']);
+  await page.uncheck('#structured');
 
   await page.click('#tab-compare');
   await page.fill('#max-tokens', '64');
