@@ -11,6 +11,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
+mod array;
 mod blocks;
 mod error;
 mod file;
@@ -23,6 +24,7 @@ mod types;
 mod widen;
 mod writer;
 
+pub use array::{Array, Strings};
 pub use blocks::{dequantize, dequantize_row};
 pub use error::GgufError;
 pub use file::{GgufFile, Storage};

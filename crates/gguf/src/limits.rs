@@ -18,14 +18,12 @@ pub const MAX_ARRAY_DEPTH: u32 = 4;
 ///
 /// Measured on a 64-bit target (`Gguf::memory`, see crates/model/tests/limits.rs):
 /// Qwen2.5-Coder-0.5B, whose 151,936 tokens, 151,387 merges and 151,936 token types dominate,
-/// needs 17.5 MB (16.7 MiB); SmolLM2-135M (49,152 tokens) 5.5 MB. On wasm32 a value takes 16
-/// bytes instead of 32, about half that. 128 MiB is 7.7x Qwen2.5's need (a 262,144-token
-/// vocabulary with scores and types is estimated at 27 MiB), while a hostile file can no
-/// longer turn each byte it holds into 32 bytes of parsed values without bound.
+/// is charged 5.7 MiB; SmolLM2-135M (49,152 tokens) 1.7 MiB: arrays keep their elements
+/// compactly (crate::array), about their size in the file. 128 MiB leaves room for vocabularies
+/// many times larger, while a hostile file can turn a byte it holds into at most a few bytes of
+/// parsed header (an empty nested array: 12 bytes in the file, one `Array` parsed).
 pub const DEFAULT_HEADER_BUDGET: u64 = 128 << 20;
 
-/// In-memory size of one parsed value (its heap parts are charged separately).
-pub(crate) const VALUE_SIZE: u64 = size_of::<Value>() as u64;
 /// One metadata entry besides its value's heap parts: the (key, value) pair in the entry list,
 /// and the copy of the key with its index in the lookup map.
 pub(crate) const ENTRY_SIZE: u64 =

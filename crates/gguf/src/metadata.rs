@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::array::{Array, Strings};
 use crate::{GgufError, Result};
 
 /// GGUF metadata value type ids.
@@ -71,8 +72,7 @@ pub enum Value {
     F64(f64),
     Bool(bool),
     String(String),
-    /// Element type and elements (all of that type).
-    Array(ValueType, Vec<Value>),
+    Array(Array),
 }
 
 impl Value {
@@ -136,16 +136,16 @@ impl Value {
         }
     }
 
-    pub fn as_array(&self) -> Option<&[Value]> {
+    pub fn as_array(&self) -> Option<&Array> {
         match self {
-            Value::Array(_, items) => Some(items),
+            Value::Array(items) => Some(items),
             _ => None,
         }
     }
 
     fn type_name(&self) -> String {
         match self {
-            Value::Array(t, _) => format!("array of {t:?}"),
+            Value::Array(a) => format!("array of {:?}", a.elem_type()),
             other => format!("{:?}", other.value_type()),
         }
     }
@@ -155,7 +155,7 @@ impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::String(s) => write!(f, "{s:?}"),
-            Value::Array(t, items) => write!(f, "[{} x {t:?}]", items.len()),
+            Value::Array(a) => write!(f, "[{} x {:?}]", a.len(), a.elem_type()),
             Value::U8(v) => write!(f, "{v}"),
             Value::I8(v) => write!(f, "{v}"),
             Value::U16(v) => write!(f, "{v}"),
@@ -238,7 +238,7 @@ impl Metadata {
     }
 
     /// A required array.
-    pub fn array(&self, key: &str) -> Result<&[Value]> {
+    pub fn array(&self, key: &str) -> Result<&Array> {
         let v = self.require(key)?;
         v.as_array().ok_or_else(|| Self::wrong(key, "array", v))
     }
@@ -252,13 +252,10 @@ impl Metadata {
     }
 
     /// A required array of strings.
-    pub fn strings(&self, key: &str) -> Result<Vec<&str>> {
-        self.array(key)?
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| Self::wrong(key, "array of strings", v))
-            })
-            .collect()
+    pub fn strings(&self, key: &str) -> Result<&Strings> {
+        let v = self.require(key)?;
+        v.as_array()
+            .and_then(Array::strings)
+            .ok_or_else(|| Self::wrong(key, "array of strings", v))
     }
 }

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
-use crate::limits::{Budget, ENTRY_SIZE, MAX_ARRAY_DEPTH, TENSOR_SIZE, VALUE_SIZE};
+use crate::array::{Array, Strings};
+use crate::limits::{Budget, ENTRY_SIZE, MAX_ARRAY_DEPTH, TENSOR_SIZE};
 use crate::metadata::{Metadata, Value, ValueType};
 use crate::tensor_info::{checked_product, TensorInfo};
 use crate::{GgmlType, GgufError, Result, DEFAULT_ALIGNMENT, DEFAULT_HEADER_BUDGET, GGUF_MAGIC};
@@ -208,11 +209,16 @@ impl<'a> Reader<'a> {
 
     /// A length-prefixed string; its bytes are charged to the budget before they are copied.
     fn string(&mut self, what: &str) -> Result<String> {
+        self.str(what).map(str::to_owned)
+    }
+
+    /// A length-prefixed string in the file's bytes, charged to the budget as if copied.
+    fn str(&mut self, what: &str) -> Result<&'a str> {
         let len = self.u64(what)?;
         let offset = self.pos as u64;
         let s = self.take(len, what)?;
         self.budget.charge(len, 1, what)?;
-        String::from_utf8(s.to_vec()).map_err(|_| GgufError::InvalidUtf8 {
+        std::str::from_utf8(s).map_err(|_| GgufError::InvalidUtf8 {
             what: what.to_owned(),
             offset,
         })
@@ -233,12 +239,12 @@ impl<'a> Reader<'a> {
             ValueType::F64 => Value::F64(f64::from_le_bytes(self.array(key)?)),
             ValueType::Bool => Value::Bool(self.array::<1>(key)?[0] != 0),
             ValueType::String => Value::String(self.string(key)?),
-            ValueType::Array => self.array_value(key, depth + 1)?,
+            ValueType::Array => Value::Array(self.array_value(key, depth + 1)?),
         })
     }
 
     /// An array header and its elements; `depth` counts this array.
-    fn array_value(&mut self, key: &str, depth: u32) -> Result<Value> {
+    fn array_value(&mut self, key: &str, depth: u32) -> Result<Array> {
         // Each level recurses: an unbounded depth would overflow the stack.
         if depth > MAX_ARRAY_DEPTH {
             return Err(GgufError::ArraysTooDeep {
@@ -253,13 +259,66 @@ impl<'a> Reader<'a> {
         })?;
         let count = self.u64(key)?;
         self.check_count(count, elem.min_size(), key)?;
-        // A value takes 16-32 bytes in memory for as little as one byte in the file.
-        self.budget.charge(count, VALUE_SIZE, key)?;
-        let mut items = Vec::with_capacity(self.to_usize(count, key)?);
-        for _ in 0..count {
-            items.push(self.value(elem, key, depth)?);
+        let n = self.to_usize(count, key)?;
+        // Each element is charged what it takes in memory before the vector is allocated.
+        macro_rules! numbers {
+            ($variant:ident, $t:ty, $read:expr) => {{
+                self.budget.charge(count, size_of::<$t>() as u64, key)?;
+                let mut items: Vec<$t> = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push($read(&mut *self)?);
+                }
+                Array::$variant(items)
+            }};
         }
-        Ok(Value::Array(elem, items))
+        let array = match elem {
+            ValueType::U8 => numbers!(U8, u8, |r: &mut Self| Ok::<_, GgufError>(
+                r.array::<1>(key)?[0]
+            )),
+            ValueType::I8 => numbers!(I8, i8, |r: &mut Self| Ok::<_, GgufError>(
+                r.array::<1>(key)?[0] as i8
+            )),
+            ValueType::U16 => numbers!(U16, u16, |r: &mut Self| Ok::<_, GgufError>(
+                u16::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::I16 => numbers!(I16, i16, |r: &mut Self| Ok::<_, GgufError>(
+                i16::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::U32 => numbers!(U32, u32, |r: &mut Self| r.u32(key)),
+            ValueType::I32 => numbers!(I32, i32, |r: &mut Self| Ok::<_, GgufError>(
+                i32::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::U64 => numbers!(U64, u64, |r: &mut Self| r.u64(key)),
+            ValueType::I64 => numbers!(I64, i64, |r: &mut Self| Ok::<_, GgufError>(
+                i64::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::F32 => numbers!(F32, f32, |r: &mut Self| Ok::<_, GgufError>(
+                f32::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::F64 => numbers!(F64, f64, |r: &mut Self| Ok::<_, GgufError>(
+                f64::from_le_bytes(r.array(key)?)
+            )),
+            ValueType::Bool => numbers!(Bool, bool, |r: &mut Self| Ok::<_, GgufError>(
+                r.array::<1>(key)?[0] != 0
+            )),
+            ValueType::String => {
+                self.budget.charge(count, size_of::<usize>() as u64, key)?;
+                let mut strings = Strings::with_capacity(n, 0);
+                for _ in 0..n {
+                    strings.push(self.str(key)?);
+                }
+                Array::String(strings)
+            }
+            ValueType::Array => {
+                self.budget.charge(count, size_of::<Array>() as u64, key)?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.array_value(key, depth + 1)?);
+                }
+                Array::Array(items)
+            }
+        };
+        Ok(array)
     }
 
     fn tensor_info(&mut self) -> Result<TensorInfo> {

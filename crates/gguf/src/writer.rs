@@ -1,7 +1,8 @@
 //! A small GGUF writer: builds test files (hand-made models, malformed headers) and the tiny
 //! generated models the browser tests load.
 
-use crate::metadata::{Value, ValueType};
+use crate::array::Array;
+use crate::metadata::Value;
 use crate::{GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC};
 
 /// Collects metadata and tensors, then serializes a GGUF v3 file.
@@ -45,11 +46,8 @@ impl GgufWriter {
     }
 
     pub fn meta_strings<S: AsRef<str>>(&mut self, key: &str, values: &[S]) -> &mut Self {
-        let items = values
-            .iter()
-            .map(|s| Value::String(s.as_ref().to_owned()))
-            .collect();
-        self.meta(key, Value::Array(ValueType::String, items))
+        let strings = values.iter().collect();
+        self.meta(key, Value::Array(Array::String(strings)))
     }
 
     /// Adds a tensor from its raw encoded bytes.
@@ -122,11 +120,11 @@ fn put_value(out: &mut Vec<u8>, value: &Value) {
         Value::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
         Value::Bool(v) => out.push(*v as u8),
         Value::String(s) => put_str(out, s),
-        Value::Array(ty, items) => {
-            out.extend_from_slice(&(*ty as u32).to_le_bytes());
+        Value::Array(items) => {
+            out.extend_from_slice(&(items.elem_type() as u32).to_le_bytes());
             out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for item in items {
-                put_value(out, item);
+            for item in items.values() {
+                put_value(out, &item);
             }
         }
     }

@@ -3,8 +3,7 @@
 use std::mem::size_of;
 
 use runahead_gguf::{
-    GgmlType, Gguf, GgufError, GgufFile, GgufWriter, Value, ValueType, DEFAULT_HEADER_BUDGET,
-    MAX_ARRAY_DEPTH,
+    Array, GgmlType, Gguf, GgufError, GgufFile, GgufWriter, Value, MAX_ARRAY_DEPTH,
 };
 
 fn sample() -> GgufWriter {
@@ -21,10 +20,7 @@ fn sample() -> GgufWriter {
         .meta("i64", Value::I64(-(1 << 40)))
         .meta("f64", Value::F64(0.1))
         .meta("u8", Value::U8(200))
-        .meta(
-            "nums",
-            Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(-2)]),
-        )
+        .meta("nums", Value::Array(Array::I32(vec![1, -2])))
         .meta_strings("names", &["a", "béta", ""]);
     w.tensor_f32("a", &[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     w.tensor("b", &[32], GgmlType::Q8_0, vec![0u8; 34]);
@@ -44,7 +40,9 @@ fn round_trip() {
     assert_eq!(m.get("flag"), Some(&Value::Bool(true)));
     assert_eq!(m.get("i64"), Some(&Value::I64(-(1 << 40))));
     assert_eq!(m.get("f64"), Some(&Value::F64(0.1)));
-    assert_eq!(m.strings("names").unwrap(), vec!["a", "béta", ""]);
+    let names: Vec<&str> = m.strings("names").unwrap().iter().collect();
+    assert_eq!(names, ["a", "béta", ""]);
+    assert_eq!(m.get("nums"), Some(&Value::Array(Array::I32(vec![1, -2]))));
     assert_eq!(m.len(), 14);
     assert_eq!(h.tensors.len(), 2);
     assert_eq!(h.tensors[1].offset % h.alignment, 0);
@@ -280,8 +278,7 @@ fn deeply_nested_arrays_are_an_error_not_a_stack_overflow() {
     ));
 }
 
-/// A file whose one array holds `count` u8 values: one byte each in the file, a whole
-/// `Value` (16 bytes on wasm32, 32 natively) each once parsed.
+/// A file whose one array holds `count` u8 values: one byte each in the file and in memory.
 fn u8_array(count: usize) -> Vec<u8> {
     let mut v = 0u32.to_le_bytes().to_vec();
     v.extend((count as u64).to_le_bytes());
@@ -289,26 +286,38 @@ fn u8_array(count: usize) -> Vec<u8> {
     one_kv("k", 9, &v)
 }
 
+/// A file whose one array holds `count` empty arrays of u8: 12 bytes each in the file (type and
+/// count), an `Array` each once parsed, the most a file byte can become.
+fn empty_arrays(count: usize) -> Vec<u8> {
+    let mut v = 9u32.to_le_bytes().to_vec();
+    v.extend((count as u64).to_le_bytes());
+    for _ in 0..count {
+        v.extend(0u32.to_le_bytes());
+        v.extend(0u64.to_le_bytes());
+    }
+    one_kv("k", 9, &v)
+}
+
 #[test]
-fn metadata_memory_is_bounded_by_the_default_budget() {
-    // Just over the budget once parsed, from a file of 4 MiB natively (8 MiB on wasm32):
-    // refused before the array is allocated.
-    let count = (DEFAULT_HEADER_BUDGET / size_of::<Value>() as u64) as usize;
-    let err = Gguf::parse(&u8_array(count)).unwrap_err();
-    match err {
-        GgufError::HeaderTooLarge {
+fn metadata_memory_is_bounded_by_the_budget() {
+    let refused = |bytes: &[u8], budget: u64| match Gguf::parse_with_budget(bytes, budget) {
+        Err(GgufError::HeaderTooLarge {
             what,
             needed,
             limit,
-        } => {
-            assert_eq!(what, "k");
-            assert_eq!(limit, DEFAULT_HEADER_BUDGET);
-            assert!(needed > limit);
-        }
-        other => panic!("{other}"),
-    }
+        }) => what == "k" && limit == budget && needed > limit,
+        _ => false,
+    };
+    // Refused before the array is allocated, whatever its element type.
+    assert!(refused(&u8_array(2 << 20), 1 << 20));
+    let per_array = size_of::<runahead_gguf::Array>();
+    let count = (1 << 20) / per_array + 1;
+    assert!(refused(&empty_arrays(count), 1 << 20));
     // A tenth of that parses.
-    assert!(Gguf::parse(&u8_array(count / 10)).is_ok());
+    assert!(Gguf::parse_with_budget(&empty_arrays(count / 10), 1 << 20).is_ok());
+    // Parsed, a file byte takes at most a few bytes: the default budget is never reached by a
+    // header much smaller than it.
+    assert!(per_array <= 5 * 12, "{per_array} bytes an array");
 }
 
 #[test]
@@ -329,9 +338,9 @@ fn every_allocation_of_the_header_is_charged_to_the_budget() {
         Gguf::parse_with_budget(&w.to_bytes(), 5_000),
         Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "s"
     ));
-    let inner = Value::Array(ValueType::U8, vec![Value::U8(0); 1000]);
+    let inner = Array::U8(vec![0; 1000]);
     let mut w = GgufWriter::new();
-    w.meta("a", Value::Array(ValueType::Array, vec![inner; 10]));
+    w.meta("a", Value::Array(Array::Array(vec![inner; 10])));
     assert!(matches!(
         Gguf::parse_with_budget(&w.to_bytes(), 10_000),
         Err(GgufError::HeaderTooLarge { ref what, .. }) if what == "a"

@@ -2,7 +2,7 @@
 //! block format the engines support, and a tiny byte-level BPE vocabulary, so engines can be
 //! compared quickly without a downloaded model (natively and in the browser).
 
-use runahead_gguf::{GgmlType, GgufWriter, Value, ValueType};
+use runahead_gguf::{Array, GgmlType, GgufWriter, Value};
 
 use runahead_gguf::Gguf;
 
@@ -261,7 +261,7 @@ impl TinyModel {
             .meta_strings("tokenizer.ggml.merges", &merges)
             .meta(
                 "tokenizer.ggml.token_type",
-                Value::Array(ValueType::I32, types.iter().map(|&t| Value::I32(t)).collect()),
+                Value::Array(Array::I32(types.to_vec())),
             )
             .meta_u32("tokenizer.ggml.bos_token_id", 0)
             .meta_u32("tokenizer.ggml.eos_token_id", 1)
@@ -389,10 +389,7 @@ impl TinyModel {
             .meta_strings("tokenizer.ggml.merges", &merges)
             .meta(
                 "tokenizer.ggml.token_type",
-                Value::Array(
-                    ValueType::I32,
-                    types.iter().map(|&t| Value::I32(t)).collect(),
-                ),
+                Value::Array(Array::I32(types.to_vec())),
             )
             .meta_u32("tokenizer.ggml.bos_token_id", 0)
             .meta_u32("tokenizer.ggml.eos_token_id", 1)

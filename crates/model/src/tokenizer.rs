@@ -87,8 +87,7 @@ impl Tokenizer {
                 // llama.cpp splits a file that names no pre-tokenizer by its default rule.
                 let pre = pre.unwrap_or("default");
                 let merges = meta.strings("tokenizer.ggml.merges")?;
-                let engine = Engine::Bpe(Box::new(ByteLevelBpe::new(&vocab, &merges, pre)?));
-                drop(merges);
+                let engine = Engine::Bpe(Box::new(ByteLevelBpe::new(&vocab, merges, pre)?));
                 let bytes = byte_level_token_bytes(&vocab)?;
                 (engine, vocab.special_tokens(), bytes, pre.to_owned())
             }
@@ -365,7 +364,7 @@ fn spm_pieces(vocab: &Vocab) -> Result<Packed> {
 /// llama.cpp splits them, so a token may start with a space).
 fn merges(meta: &Metadata) -> Result<Vec<(String, String)>> {
     meta.strings("tokenizer.ggml.merges")?
-        .into_iter()
+        .iter()
         .map(|m| {
             m.as_bytes()
                 .iter()

@@ -2,7 +2,7 @@
 //! or absurd, and a tokenizer larger than the embedding table, is refused at load with a
 //! typed "invalid model" error, before an engine sizes anything by it.
 
-use runahead_gguf::{GgufFile, Value, ValueType};
+use runahead_gguf::{Array, GgufFile, Value, ValueType};
 use runahead_model::testing::TinyModel;
 use runahead_model::{CpuModel, ModelConfig, ModelError};
 
@@ -82,21 +82,24 @@ fn a_tokenizer_larger_than_the_embedding_is_refused_at_load() {
     let file = GgufFile::from_bytes(spec.to_gguf()).unwrap();
     let rows = ModelConfig::vocab_rows(&file).unwrap();
     let meta = &file.header.metadata;
-    let mut tokens = meta.array("tokenizer.ggml.tokens").unwrap().to_vec();
-    let mut types = meta.array("tokenizer.ggml.token_type").unwrap().to_vec();
+    let mut tokens: Vec<Value> = meta
+        .array("tokenizer.ggml.tokens")
+        .unwrap()
+        .values()
+        .collect();
+    let mut types: Vec<Value> = meta
+        .array("tokenizer.ggml.token_type")
+        .unwrap()
+        .values()
+        .collect();
     for i in 0..10 {
         tokens.push(Value::String(format!("<extra_{i}>")));
         types.push(Value::I32(3));
     }
+    let array = |ty, items| Value::Array(Array::from_values(ty, items).unwrap());
     let doctored = spec.to_gguf_with_meta(&[
-        (
-            "tokenizer.ggml.tokens",
-            Value::Array(ValueType::String, tokens),
-        ),
-        (
-            "tokenizer.ggml.token_type",
-            Value::Array(ValueType::I32, types),
-        ),
+        ("tokenizer.ggml.tokens", array(ValueType::String, tokens)),
+        ("tokenizer.ggml.token_type", array(ValueType::I32, types)),
     ]);
     let file = GgufFile::from_bytes(doctored).unwrap();
     let err = CpuModel::load(&file, Some(16)).err().expect("a load error");

@@ -164,16 +164,13 @@ mod tests {
             .metadata
             .strings("tokenizer.ggml.tokens")
             .expect("a vocabulary")
-            .into_iter()
+            .iter()
             .map(str::to_owned)
             .collect();
         tokens[40] = "something-else".into();
         let other_text = TinyModel::llama().to_gguf_with_meta(&[(
             "tokenizer.ggml.tokens",
-            Value::Array(
-                runahead_gguf::ValueType::String,
-                tokens.into_iter().map(Value::String).collect(),
-            ),
+            Value::Array(runahead_gguf::Array::String(tokens.iter().collect())),
         )]);
         let e = check(&tokenizer, &parse(other_text).header).unwrap_err();
         assert_eq!(e.code, Code::DraftMismatch);

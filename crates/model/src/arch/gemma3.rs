@@ -60,13 +60,13 @@ pub(super) fn plan(h: &Hparams, vocab: usize) -> Result<Plan> {
 fn swa_layers(h: &Hparams, n_layers: usize) -> Result<Vec<bool>> {
     let key = "attention.sliding_window_pattern";
     match h.get(key) {
-        Some(Value::Array(_, flags)) => {
+        Some(Value::Array(flags)) => {
             if flags.len() != n_layers {
                 let why = format!("has {} flags for {n_layers} layers", flags.len());
                 return Err(invalid(&h.key(key), flags.len(), why));
             }
             flags
-                .iter()
+                .values()
                 .map(|f| {
                     f.as_bool().ok_or_else(|| ModelError::UnsupportedKey {
                         key: h.key(key),

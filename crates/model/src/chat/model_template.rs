@@ -48,8 +48,8 @@ pub fn model_template(meta: &Metadata) -> Option<ModelTemplate<'_>> {
     }
     let arch = meta.str("general.architecture").ok()?;
     let has_token = |text: &str| {
-        meta.array("tokenizer.ggml.tokens")
-            .is_ok_and(|tokens| tokens.iter().any(|t| t.as_str() == Some(text)))
+        meta.strings("tokenizer.ggml.tokens")
+            .is_ok_and(|tokens| tokens.iter().any(|t| t == text))
     };
     if arch.starts_with("gemma") && has_token("<start_of_turn>") && has_token("<end_of_turn>") {
         return Some(ModelTemplate {

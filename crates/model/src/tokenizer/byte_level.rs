@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
+use runahead_gguf::Strings;
 use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
 
 use super::table::Packed;
@@ -43,7 +44,7 @@ struct Symbol {
 impl ByteLevelBpe {
     /// The merges of `tokenizer.ggml.merges` (each "left right", split at the first space after
     /// the first byte, as llama.cpp splits them, so a token may start with a space).
-    pub fn new(vocab: &Vocab, merges: &[&str], pre: &str) -> Result<Self> {
+    pub fn new(vocab: &Vocab, merges: &Strings, pre: &str) -> Result<Self> {
         let split = pre_tokenizer(pre)?;
         let mut table = ahash::AHashMap::with_capacity(merges.len());
         let mut both = String::new();

@@ -1,6 +1,6 @@
 //! Unit tests of the tokenizer on small vocabularies written here.
 
-use runahead_gguf::{GgufFile, GgufWriter, Value, ValueType};
+use runahead_gguf::{Array, GgufFile, GgufWriter, Value};
 
 use super::*;
 use crate::testing::TinyModel;
@@ -12,19 +12,13 @@ fn tiny(pre: &str) -> Tokenizer {
         "a", "b", "c", "ab", "abc", "<", "|", "x", ">", "<|x|>", "<x>",
     ];
     // Normal, but "<|x|>" control and "<x>" user-defined.
-    let types: Vec<Value> = [1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 4]
-        .into_iter()
-        .map(Value::I32)
-        .collect();
+    let types = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 4];
     let mut w = GgufWriter::new();
     w.meta_str("tokenizer.ggml.model", "gpt2")
         .meta_str("tokenizer.ggml.pre", pre)
         .meta_strings("tokenizer.ggml.tokens", &tokens)
         .meta_strings("tokenizer.ggml.merges", &["a b"])
-        .meta(
-            "tokenizer.ggml.token_type",
-            Value::Array(ValueType::I32, types),
-        );
+        .meta("tokenizer.ggml.token_type", Value::Array(Array::I32(types)));
     let file = GgufFile::from_bytes(w.to_bytes()).unwrap();
     Tokenizer::from_metadata(&file.header.metadata).unwrap()
 }
@@ -94,11 +88,11 @@ fn gguf(w: &GgufWriter) -> GgufFile {
 }
 
 fn types(t: &[i32]) -> Value {
-    Value::Array(ValueType::I32, t.iter().map(|&t| Value::I32(t)).collect())
+    Value::Array(Array::I32(t.to_vec()))
 }
 
 fn floats(f: &[f32]) -> Value {
-    Value::Array(ValueType::F32, f.iter().map(|&f| Value::F32(f)).collect())
+    Value::Array(Array::F32(f.to_vec()))
 }
 
 /// A small SentencePiece vocabulary: its tokens, scores and types, plus `extra` keys.

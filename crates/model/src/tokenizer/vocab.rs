@@ -163,14 +163,13 @@ impl Vocab {
             return Err(bad(format!("{} tokens is beyond any model", texts.len())));
         }
         // llama.cpp renames an empty token so that no text maps to it.
-        let tokens = TokenTexts::new(texts.iter().enumerate().map(|(i, &t)| {
+        let tokens = TokenTexts::new(texts.iter().enumerate().map(|(i, t)| {
             if t.is_empty() {
                 Cow::Owned(format!("[EMPTY_{i}]"))
             } else {
                 Cow::Borrowed(t)
             }
         }))?;
-        drop(texts);
         let n = tokens.len();
         let types = token_types(meta, n)?;
         let scores = match meta.get("tokenizer.ggml.scores") {
@@ -393,10 +392,10 @@ fn token_types(meta: &Metadata, n: usize) -> Result<Vec<i64>> {
         )));
     }
     items
-        .iter()
+        .values()
         .enumerate()
         .map(|(i, t)| {
-            let ty = match *t {
+            let ty = match t {
                 Value::I8(v) => Some(i64::from(v)),
                 Value::I16(v) => Some(i64::from(v)),
                 Value::I32(v) => Some(i64::from(v)),
@@ -425,7 +424,7 @@ fn scores(v: &Value, n: usize) -> Result<Vec<f32>> {
         )));
     }
     items
-        .iter()
+        .values()
         .enumerate()
         .map(|(i, s)| match s.as_f64() {
             Some(f) if f.is_finite() => Ok(f as f32),

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use runahead_fuzz_common::{models_dir, ChatInput, QWEN, SMOLLM2};
-use runahead_gguf::{GgmlType, GgufFile, GgufWriter, Metadata, Value, ValueType};
+use runahead_gguf::{Array, GgmlType, GgufFile, GgufWriter, Metadata, Value, ValueType};
 use runahead_model::testing::{TestRng, TinyModel};
 use runahead_model::{ChatMessage, Plan};
 
@@ -202,10 +202,16 @@ fn small_model(tiny: &GgufFile) -> Vec<u8> {
 /// among those, and a token embedding and output norm of the real width.
 fn cut_real(file: &GgufFile) -> Vec<u8> {
     let meta = &file.header.metadata;
-    let tokens = meta.strings("tokenizer.ggml.tokens").expect("tokens");
-    let types = meta
+    let tokens: Vec<&str> = meta
+        .strings("tokenizer.ggml.tokens")
+        .expect("tokens")
+        .iter()
+        .collect();
+    let types: Vec<Value> = meta
         .array("tokenizer.ggml.token_type")
-        .expect("token types");
+        .expect("token types")
+        .values()
+        .collect();
     let special = |i: usize| matches!(types[i].as_u64(), Some(3 | 4));
     let kept: Vec<usize> = (0..tokens.len())
         .filter(|&i| i < KEEP_TOKENS || special(i))
@@ -215,7 +221,7 @@ fn cut_real(file: &GgufFile) -> Vec<u8> {
     let merges: Vec<&str> = meta
         .strings("tokenizer.ggml.merges")
         .expect("merges")
-        .into_iter()
+        .iter()
         .filter(|m| {
             m.split_once(' ').is_some_and(|(a, b)| {
                 kept_text.contains(a)
@@ -224,15 +230,7 @@ fn cut_real(file: &GgufFile) -> Vec<u8> {
             })
         })
         .collect();
-    let strings = |items: Vec<&str>| {
-        Value::Array(
-            ValueType::String,
-            items
-                .into_iter()
-                .map(|s| Value::String(s.to_owned()))
-                .collect(),
-        )
-    };
+    let strings = |items: Vec<&str>| Value::Array(Array::String(items.iter().collect()));
     let mut replace: HashMap<&str, Option<Value>> = HashMap::new();
     replace.insert(
         "tokenizer.ggml.tokens",
@@ -241,10 +239,7 @@ fn cut_real(file: &GgufFile) -> Vec<u8> {
     let elem = types.first().map_or(ValueType::I32, |v| v.value_type());
     replace.insert(
         "tokenizer.ggml.token_type",
-        Some(Value::Array(
-            elem,
-            kept.iter().map(|&i| types[i].clone()).collect(),
-        )),
+        Array::from_values(elem, kept.iter().map(|&i| types[i].clone())).map(Value::Array),
     );
     replace.insert("tokenizer.ggml.merges", Some(strings(merges)));
     for (key, value) in meta.iter() {
@@ -294,13 +289,13 @@ fn value_types() -> Vec<u8> {
         w.meta(&format!("scalar.{i}"), v.clone());
         w.meta(
             &format!("array.{i}"),
-            Value::Array(v.value_type(), vec![v.clone(), v.clone()]),
+            Value::Array(Array::from_values(v.value_type(), [v.clone(), v.clone()]).expect("one type")),
         );
     }
-    let inner = Value::Array(ValueType::U32, vec![Value::U32(7)]);
+    let inner = Array::U32(vec![7]);
     w.meta(
         "array.nested",
-        Value::Array(ValueType::Array, vec![inner.clone(), inner]),
+        Value::Array(Array::Array(vec![inner.clone(), inner])),
     );
     w.to_bytes()
 }
