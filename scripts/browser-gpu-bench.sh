@@ -11,7 +11,7 @@
 #   scripts/browser-gpu-bench.sh [OUT]     # OUT default bench-out/browser-gpu
 #
 # Writes OUT/summary.md and OUT/summary.json, and per model OUT/NAME/: native-plain.{md,json},
-# native-suites/ (report.md, rows.json), prompts.json, page.json, page-chromium.log.
+# native-suites/ (report.md, rows.json), prompts.json, page.json, page-chromium-FLAGS.log (Chromium's log).
 #
 # Environment:
 #   BENCH_MODELS      space-separated TARGET[:DRAFT] paths under the repository (default
@@ -121,7 +121,7 @@ PY
   echo "== $name: the page on WebGPU${BENCH_SWIFTSHADER:+ (SwiftShader)}" >&2
   python3 bench/browser/gpu-page.py page --root "$root" --config "$d/page-config.json" \
     --out "$d/page.json" --chromium "$chromium" "${page_flags[@]}" ||
-    { echo "browser-gpu-bench.sh: the page failed for $name (see $d/page-chromium.log)" >&2; failed=1; }
+    { echo "browser-gpu-bench.sh: the page failed for $name (see $d/page-chromium-*.log)" >&2; failed=1; }
 done
 python3 bench/browser/gpu-page.py summary "$out"
 echo "[wrote $out/summary.md and $out/summary.json]" >&2

@@ -6,10 +6,12 @@
       Serves DIR (the repository, or a device bundle laid out like it) on 127.0.0.1, cross-origin
       isolated (performance.now() ticks in 5 us there), with CFG at /__bench/config; starts headless
       Chromium on bench/browser/gpu-page.html, whose script posts its result (or its error) back;
-      writes RESULT. Chromium's log goes beside RESULT. WebGPU runs on the machine's Vulkan driver,
+      writes RESULT. Chromium's log goes beside RESULT (RESULT-chromium-FLAGS.log). WebGPU runs on the machine's Vulkan driver,
       or with --swiftshader on Chromium's SwiftShader (the flags of crates/gpu/webdriver.json).
-      Environment: CHROMIUM_FLAGS (more flags, space-separated), BENCH_TIMEOUT (seconds, default
-      1800).
+      On the driver it tries two sets of flags in turn (GPU_FLAGS below): the next one when the
+      page has not loaded the model within BENCH_START_TIMEOUT seconds (default 180) or failed
+      before; BENCH_FLAGS=NAME takes one alone. Environment: CHROMIUM_FLAGS (more flags,
+      space-separated), BENCH_TIMEOUT (seconds for the whole page, default 1800).
 
   gpu-page.py summary OUT
       Reads OUT/*/native-plain.json, native-suites/rows.json and page.json (one folder a model,
@@ -43,19 +45,32 @@ SWIFTSHADER = [
     "--use-vulkan=swiftshader",
     "--use-webgpu-adapter=swiftshader",
 ] + CLOSED_NETWORK
-# WebGPU on the machine's own Vulkan driver, headless, no display: Dawn on Vulkan, ANGLE on
-# Vulkan, no surface to present to, and the GPU blocklist off (a server GPU under a VM is often
-# on it).
-GPU = [
-    "--headless=new",
-    "--no-sandbox",
-    "--enable-unsafe-webgpu",
-    "--enable-features=Vulkan",
-    "--use-angle=vulkan",
-    "--use-vulkan=native",
-    "--disable-vulkan-surface",
-    "--ignore-gpu-blocklist",
-] + CLOSED_NETWORK
+# WebGPU on the machine's own Vulkan driver, headless, no display, the GPU blocklist off (a
+# server GPU under a VM is often on it). First Chromium's GPU process on Vulkan as well (Skia and
+# ANGLE on Vulkan, no surface to present to); where that fails (it needs Vulkan features a CPU
+# driver such as lavapipe lacks, and then loops on a lost context), Dawn alone on Vulkan with the
+# rest of Chromium on its defaults.
+GPU_FLAGS = [
+    ("vulkan", [
+        "--headless=new",
+        "--no-sandbox",
+        "--enable-unsafe-webgpu",
+        "--enable-features=Vulkan",
+        "--use-angle=vulkan",
+        "--use-vulkan=native",
+        "--disable-vulkan-surface",
+        "--ignore-gpu-blocklist",
+    ] + CLOSED_NETWORK),
+    ("dawn", [
+        "--headless=new",
+        "--no-sandbox",
+        "--enable-unsafe-webgpu",
+        "--ignore-gpu-blocklist",
+    ] + CLOSED_NETWORK),
+]
+# Chromium's log is kept to its first and last MiB (a lost GPU context logs thousands of lines a
+# second).
+LOG_KEEP = 1 << 20
 
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -78,6 +93,7 @@ def page(args):
     chromium = opts.get("--chromium", "/usr/bin/chromium")
     timeout = float(os.environ.get("BENCH_TIMEOUT", "1800"))
     done = threading.Event()
+    loaded = threading.Event()
     result = {}
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -114,6 +130,8 @@ def page(args):
                 msg = {"message": body.decode("utf-8", "replace")}
             if what == "log":
                 print(f"  page: {msg.get('msg')}", file=sys.stderr, flush=True)
+                if str(msg.get("msg")).startswith("loaded "):
+                    loaded.set()
             elif what in ("result", "error") and not done.is_set():
                 result[what] = msg
                 done.set()
@@ -124,9 +142,41 @@ def page(args):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/bench/browser/gpu-page.html"
-    flags = (SWIFTSHADER if swiftshader else GPU) + shlex.split(os.environ.get("CHROMIUM_FLAGS", ""))
+    if swiftshader:
+        sets = [("swiftshader", SWIFTSHADER)]
+    else:
+        sets = [(n, f) for n, f in GPU_FLAGS if os.environ.get("BENCH_FLAGS", n) == n]
+    if not sets:
+        print(f"gpu-page.py: BENCH_FLAGS names none of {[n for n, _ in GPU_FLAGS]}", file=sys.stderr)
+        return 2
+    start_timeout = float(os.environ.get("BENCH_START_TIMEOUT", "180"))
+    for i, (set_name, flags) in enumerate(sets):
+        flags = flags + shlex.split(os.environ.get("CHROMIUM_FLAGS", ""))
+        last = i == len(sets) - 1
+        done.clear()
+        loaded.clear()
+        result.clear()
+        log_path = f"{os.path.splitext(out)[0]}-chromium-{set_name}.log"
+        print(f"gpu-page.py: Chromium with the {set_name} flags", file=sys.stderr, flush=True)
+        run_chromium(chromium, flags, url, log_path, timeout, None if last else start_timeout, done, loaded, result)
+        if "result" in result or loaded.is_set() or last:
+            break
+        print(f"gpu-page.py: {set_name} flags: {result['error'].get('message')}; next set", file=sys.stderr)
+    server.shutdown()
+    if "error" in result:
+        print(f"gpu-page.py: the page failed: {result['error'].get('message')}", file=sys.stderr)
+        return 1
+    res = result["result"]
+    res["flags"] = flags
+    res["flag_set"] = set_name
+    json.dump(res, open(out, "w"), indent=2)
+    return 0
+
+
+def run_chromium(chromium, flags, url, log_path, timeout, start_timeout, done, loaded, result):
+    """One Chromium on the page until it posts a result or an error, exits, or runs out of time
+    (start_timeout: until the model has loaded)."""
     profile = tempfile.mkdtemp(prefix="runahead-chromium-")
-    log_path = os.path.splitext(out)[0] + "-chromium.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [chromium, *flags, f"--user-data-dir={profile}", url],
@@ -134,10 +184,14 @@ def page(args):
         )
         start = time.monotonic()
         while not done.wait(1):
+            elapsed = time.monotonic() - start
             if proc.poll() is not None:
                 result["error"] = {"message": f"chromium exited with {proc.returncode} (see {log_path})"}
                 break
-            if time.monotonic() - start > timeout:
+            if start_timeout is not None and not loaded.is_set() and elapsed > start_timeout:
+                result["error"] = {"message": f"no model loaded within {start_timeout:.0f} s (BENCH_START_TIMEOUT)"}
+                break
+            if elapsed > timeout:
                 result["error"] = {"message": f"no result within {timeout:.0f} s (BENCH_TIMEOUT)"}
                 break
         if proc.poll() is None:
@@ -147,15 +201,15 @@ def page(args):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    server.shutdown()
     subprocess.run(["rm", "-rf", profile], check=False)
-    if "error" in result:
-        print(f"gpu-page.py: the page failed: {result['error'].get('message')}", file=sys.stderr)
-        return 1
-    res = result["result"]
-    res["flags"] = flags
-    json.dump(res, open(out, "w"), indent=2)
-    return 0
+    size = os.path.getsize(log_path)
+    if size > 2 * LOG_KEEP:
+        with open(log_path, "rb") as f:
+            head = f.read(LOG_KEEP)
+            f.seek(size - LOG_KEEP)
+            tail = f.read()
+        with open(log_path, "wb") as f:
+            f.write(head + f"\n[... {size - 2 * LOG_KEEP} bytes left out ...]\n".encode() + tail)
 
 
 def geomean(xs):
