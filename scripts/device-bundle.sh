@@ -5,7 +5,12 @@
 # test binaries, stripped and gzipped; the model split in pieces; the prompt sets (ShareGPT cut
 # to its first 6 MB: the suites take the first eligible records in file order, so the cut gives
 # the same prompts); the Vulkan loader and glvnd packages (what the NVIDIA driver's Vulkan needed
-# on the H200 machines it has run on); and `run.sh`, which puts it together there.
+# on the H200 machines it has run on); and `run.sh`, which puts it together there. With
+# BROWSER=1 also the page next to the CLI (scripts/browser-gpu-bench.sh): the npm package (pkg/,
+# its wasm), the page bench's files, the models it runs, and Debian's Chromium with the packages
+# that hold the libraries it links (apt-get download here, `dpkg -x` into a folder of its own
+# there, run with LD_LIBRARY_PATH: nothing of it enters /; the machine's glibc and libstdc++ must
+# be at least Debian 12's). Chromium's debs are about 130 MB, so BROWSER=1 adds three parts.
 #
 #   scripts/device-bundle.sh OUT [MODEL]     # MODEL: default models/SmolLM2-135M-Instruct.Q4_1.gguf
 #
@@ -15,8 +20,11 @@
 #
 # `run.sh` needs the repository's scripts/gpu-bench.sh beside it (the last part carries a copy),
 # bash, python3, dpkg and gzip. Environment here: PART_MB (default 60), DEBS (default the seven
-# packages below; empty: none), NO_TESTS=1 (no test binaries), ONLY=... (run.sh there: any of
-# "tests gpu cpu", default all three).
+# packages below; empty: none), NO_TESTS=1 (no test binaries), BROWSER=1 (the page too),
+# BROWSER_MODELS (with BROWSER=1: the page bench's BENCH_MODELS, TARGET[:DRAFT] paths under the
+# repository, each file packed; default MODEL, and the Qwen pair when both files are in models/),
+# ONLY=... (run.sh there: any of "tests gpu cpu browser", default all four; without BROWSER=1
+# the browser step has nothing to run). A file larger than a part travels in pieces, joined there.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,17 +82,64 @@ if [ -n "$debs" ]; then
   rm -rf "$lists"
 fi
 cp scripts/gpu-bench.sh "$stage/gpu-bench.sh"
+browser_models=
+if [ -n "${BROWSER:-}" ]; then
+  echo "device-bundle: the page: pkg/, the page bench, its models, Chromium's debs" >&2
+  chromium_bin=/usr/lib/chromium/chromium
+  [ -x "$chromium_bin" ] || die "no Debian chromium here ($chromium_bin): apt-get install chromium"
+  [ -f pkg/wasm/runahead_bg.wasm ] || die "pkg/wasm is not built (scripts/wasm.sh pkg)"
+  b=$stage/browser
+  mkdir -p "$b/scripts" "$b/bench/browser" "$b/pkg" "$b/models" "$b/debs"
+  cp scripts/browser-gpu-bench.sh "$b/scripts/"
+  cp bench/browser/gpu-page.html bench/browser/gpu-page.mjs bench/browser/gpu-page.py "$b/bench/browser/"
+  cp pkg/*.js pkg/package.json "$b/pkg/"
+  for w in wasm wasm-threads; do [ -d "pkg/$w" ] && cp -r "pkg/$w" "$b/pkg/"; done
+  spec=${BROWSER_MODELS:-}
+  if [ -z "$spec" ]; then
+    spec=$model
+    qt=models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf qd=models/Qwen2.5-Coder-0.5B-Instruct.gguf
+    [ -f "$qt" ] && [ -f "$qd" ] && spec="$spec $qt:$qd"
+  fi
+  # Every model file under browser/models/ by its name (the bundle's MODEL is linked there).
+  for s in $spec; do
+    pair=
+    for f in ${s//:/ }; do
+      [ -f "$f" ] || die "BROWSER_MODELS: no model file at $f"
+      name=$(basename "$f")
+      if [ "$(realpath "$f")" != "$(realpath "$model")" ] && [ ! -f "$b/models/$name" ]; then
+        cp "$f" "$b/models/$name"
+        (cd "$b/models" && sha256sum "$name") >> "$b/models.sha256"
+      fi
+      pair=${pair:+$pair:}models/$name
+    done
+    browser_models="${browser_models:+$browser_models }$pair"
+  done
+  # Chromium, and the packages holding the libraries it links, but glibc's and GCC's (the
+  # machine's own, newer ones, serve).
+  pkgs=$(ldd "$chromium_bin" | awk '$3 ~ /^\// {print $3}' | xargs -n1 readlink -f | sort -u |
+    while read -r l; do dpkg -S "$l" 2>/dev/null || dpkg -S "${l/\/usr\/lib/\/lib}" 2>/dev/null || true; done |
+    cut -d: -f1 | sort -u | grep -vx -e libc6 -e libgcc-s1 -e libstdc++6 | tr '\n' ' ')
+  lists=$(mktemp -d)
+  o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$lists"
+  mkdir -p "$lists/partial"
+  # shellcheck disable=SC2086
+  apt-get $o update >/dev/null 2>&1 && (cd "$b/debs" && apt-get $o download chromium chromium-common $pkgs >/dev/null 2>&1) ||
+    die "apt-get download of chromium and its libraries failed"
+  rm -rf "$lists"
+  echo "device-bundle: Chromium: $(ls "$b/debs" | wc -l) debs, $(du -sh "$b/debs" | cut -f1)" >&2
+fi
 cat > "$stage/run.sh" <<EOF
 #!/usr/bin/env bash
 # Runs on the GPU machine from the folder gather.sh filled (written by scripts/device-bundle.sh).
 set -uo pipefail
 here=\$(cd "\$(dirname "\$0")" && pwd)
 res=\${1:-\$here/results}
-only=\${ONLY:-tests gpu cpu}
+only=\${ONLY:-tests gpu cpu browser}
 mkdir -p "\$res"
 cd "\$here"
 for f in debs/*.deb; do [ -f "\$f" ] && dpkg -x "\$f" /; done
 command -v ldconfig >/dev/null && ldconfig
+find . -name '*.piece000' | while read -r f; do b=\${f%.piece000}; cat "\$b".piece??? > "\$b" && rm -f "\$b".piece???; done
 find . -name '*.gz' ! -path './prompts/HumanEval.jsonl.gz' -exec gunzip -f {} +
 cat model.part* > model.gguf && sha256sum model.gguf | cut -d' ' -f1 | grep -qx "\$(cut -d' ' -f1 model.sha256)" ||
   { echo "run.sh: the joined model's sha256 differs from model.sha256" >&2; exit 1; }
@@ -116,8 +171,33 @@ if [[ " \$only " == *" cpu "* ]]; then
     timeout 300 ./llama-bench -m model.gguf -p 64 -n 32 -t "\$(echo \$counts | tr ' ' ,)" -r 2 2>&1 | tee "\$res/llama-bench.log"
   fi
 fi
+if [[ " \$only " == *" browser "* ]] && [ -d browser ]; then
+  echo "== the page on WebGPU next to the CLI (scripts/browser-gpu-bench.sh)"
+  mkdir -p browser/models
+  (cd browser/models && { [ ! -f ../models.sha256 ] || sha256sum -c --quiet ../models.sha256; }) ||
+    { echo "run.sh: a page model's sha256 differs from browser/models.sha256" >&2; exit 1; }
+  ln -sf "\$here/model.gguf" "browser/models/\$(cut -d' ' -f3 model.sha256)"
+  # Chromium in a folder of its own, its libraries found through LD_LIBRARY_PATH.
+  croot=\$here/chromium-root
+  mkdir -p "\$croot" && for f in browser/debs/*.deb; do dpkg -x "\$f" "\$croot"; done
+  libs=\$croot/usr/lib/x86_64-linux-gnu:\$croot/lib/x86_64-linux-gnu
+  printf '#!/bin/sh\nexport LD_LIBRARY_PATH=%s\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\nexec %s/usr/lib/chromium/chromium "\$@"\n' "\$libs" "\$croot" > "\$croot/chromium"
+  chmod +x "\$croot/chromium"
+  LD_LIBRARY_PATH=\$libs ldd "\$croot/usr/lib/chromium/chromium" | grep "not found"
+  [ -e /usr/share/vulkan/icd.d/nvidia_icd.json ] || [ -n "\${VK_DRIVER_FILES:-}" ] || [ ! -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] ||
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  mkdir -p "\$res/browser"
+  CHROMIUM=\$croot/chromium RUNAHEAD_BIN=\$here/runahead PROMPTS_DIR=\${PROMPTS_DIR:-\$here/prompts} BENCH_MODELS="\${BENCH_MODELS:-$browser_models}" \\
+    bash browser/scripts/browser-gpu-bench.sh "\$res/browser" > "\$res/browser-gpu-bench.log" 2>&1
+  echo "rc=\$?"; grep -E "^\| (decode|grounded)|adapter|CPU fallback" "\$res/browser/summary.md" 2>/dev/null
+fi
 tar czf "\$here/results.tgz" -C "\$(dirname "\$res")" "\$(basename "\$res")" && echo "run.sh: \$here/results.tgz"
 EOF
+
+# A file larger than a part goes in pieces (NAME.piece000, ...), which run.sh joins.
+find "$stage" -type f -size +$(( (part_mb - 8) * 1000 * 1000 ))c | while read -r f; do
+  split -b "$(( (part_mb - 8) * 1000 * 1000 ))" -d -a 3 "$f" "$f.piece" && rm "$f"
+done
 
 # Deal the staged files into parts of at most PART_MB, largest first; the last part gets the
 # small files and run.sh.
