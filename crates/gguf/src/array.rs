@@ -41,6 +41,11 @@ impl Strings {
         self.text.get(start..end)
     }
 
+    pub fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
         (0..self.len()).map(|i| self.get(i).unwrap_or_default())
     }

@@ -128,16 +128,9 @@ impl Tokenizer {
             ids.extend(self.bos);
         }
         match &self.engine {
-            Engine::Bpe(bpe) => {
-                for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
-                    match fragment {
-                        Fragment::Token(id) => ids.push(id),
-                        Fragment::Text(start, end) => {
-                            bpe.tokenize(&self.vocab, &text[start..end], &mut ids)?
-                        }
-                    }
-                }
-            }
+            Engine::Bpe(bpe) => self.each_stretch(text, &mut ids, |stretch, ids| {
+                bpe.tokenize(&self.vocab, stretch, ids)
+            })?,
             Engine::Spm => {
                 // A space is prefixed to the text and to the text after each special token.
                 let mut after_special = true;
@@ -159,21 +152,31 @@ impl Tokenizer {
                     }
                 }
             }
-            Engine::Gemma4(gemma4) => {
-                for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
-                    match fragment {
-                        Fragment::Token(id) => ids.push(id),
-                        Fragment::Text(start, end) => {
-                            gemma4.tokenize(&self.vocab, &text[start..end], &mut ids)?
-                        }
-                    }
-                }
-            }
+            Engine::Gemma4(gemma4) => self.each_stretch(text, &mut ids, |stretch, ids| {
+                gemma4.tokenize(&self.vocab, stretch, ids)
+            })?,
         }
         if self.add_eos {
             ids.extend(self.eos);
         }
         Ok(ids)
+    }
+
+    /// Appends the ids of `text` to `ids`: its special tokens as they are, each stretch of
+    /// text between them as `tokenize` spells it.
+    fn each_stretch(
+        &self,
+        text: &str,
+        ids: &mut Vec<u32>,
+        mut tokenize: impl FnMut(&str, &mut Vec<u32>) -> Result<()>,
+    ) -> Result<()> {
+        for fragment in partition(text, &self.vocab, &self.specials, self.parse_special) {
+            match fragment {
+                Fragment::Token(id) => ids.push(id),
+                Fragment::Text(start, end) => tokenize(&text[start..end], ids)?,
+            }
+        }
+        Ok(())
     }
 
     /// The ids of a prompt rendered by the model's chat template: as [`Tokenizer::encode`], but

@@ -130,10 +130,8 @@ impl ByteLevelBpe {
             .collect();
         while let Some(Reverse((_, left, right, l, r, merged))) = queue.pop() {
             let (ls, rs) = (symbols[left], symbols[right]);
-            if ls.len == 0 || rs.len == 0 || ls.next != Some(right) || ls.id != Some(l) {
-                continue;
-            }
-            if rs.id != Some(r) {
+            let current = ls.next == Some(right) && ls.id == Some(l) && rs.id == Some(r);
+            if ls.len == 0 || rs.len == 0 || !current {
                 continue;
             }
             symbols[left].len += rs.len;

@@ -1,10 +1,12 @@
-//! Token strings stored end to end in one buffer, indexed by id, and a hash index from text to
-//! id that points into that buffer instead of keeping its own copy of every string. A vocabulary
+//! Token strings stored end to end in one buffer, indexed by id (the texts in the GGUF reader's
+//! [`Strings`], the decoded bytes in [`Packed`]), and a hash index from text to id that points
+//! into that buffer instead of keeping its own copy of every string. A vocabulary
 //! of 150,000-260,000 tokens held as one `String` per token (plus a map with another copy)
 //! costs several times its text: this keeps the text once and 4-9 bytes a token beside it,
 //! which is what a page keeps in wasm memory while the weights stream to the GPU.
 
 use hashbrown::HashTable;
+use runahead_gguf::Strings;
 
 use crate::{ModelError, Result};
 
@@ -54,7 +56,7 @@ impl Packed {
 
 /// A vocabulary's token texts by id, and the first id of each text.
 pub(crate) struct TokenTexts {
-    packed: Packed,
+    texts: Strings,
     /// Ids, found by the hash of their text (the first id of a text that occurs twice).
     index: HashTable<u32>,
     hasher: ahash::RandomState,
@@ -62,45 +64,48 @@ pub(crate) struct TokenTexts {
 
 impl TokenTexts {
     pub fn new<S: AsRef<str>>(texts: impl ExactSizeIterator<Item = S>) -> Result<Self> {
-        let mut packed = Packed::with_capacity(texts.len(), 0);
+        let mut strings = Strings::with_capacity(texts.len(), 0);
         for t in texts {
-            packed.push(t.as_ref().as_bytes())?;
+            strings.push(t.as_ref());
         }
-        packed.shrink_to_fit();
+        strings.shrink_to_fit();
+        if u32::try_from(strings.len()).is_err() {
+            return Err(ModelError::Tokenizer(format!(
+                "{} tokens is beyond any model",
+                strings.len()
+            )));
+        }
         let hasher = ahash::RandomState::new();
-        let mut index = HashTable::with_capacity(packed.len());
-        for id in 0..packed.len() {
-            let text = packed.get(id);
+        let get = |i: u32| strings.get(i as usize).unwrap_or_default();
+        let mut index = HashTable::with_capacity(strings.len());
+        for id in 0..strings.len() as u32 {
+            let text = get(id);
             let hash = hasher.hash_one(text);
-            let same = |&other: &u32| packed.get(other as usize) == text;
-            if index.find(hash, same).is_none() {
-                index.insert_unique(hash, id as u32, |&i: &u32| {
-                    hasher.hash_one(packed.get(i as usize))
-                });
+            if index.find(hash, |&other| get(other) == text).is_none() {
+                index.insert_unique(hash, id, |&i| hasher.hash_one(get(i)));
             }
         }
         Ok(TokenTexts {
-            packed,
+            texts: strings,
             index,
             hasher,
         })
     }
 
     pub fn len(&self) -> usize {
-        self.packed.len()
+        self.texts.len()
     }
 
     /// The text of token `id` (empty past the end).
     pub fn get(&self, id: usize) -> &str {
-        // Every entry was pushed from a `&str` whole, so its bytes are valid UTF-8.
-        std::str::from_utf8(self.packed.get(id)).unwrap_or_default()
+        self.texts.get(id).unwrap_or_default()
     }
 
     /// The first id whose text is `text`.
     pub fn id(&self, text: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one(text.as_bytes());
+        let hash = self.hasher.hash_one(text);
         self.index
-            .find(hash, |&i| self.packed.get(i as usize) == text.as_bytes())
+            .find(hash, |&i| self.get(i as usize) == text)
             .copied()
     }
 
@@ -110,7 +115,7 @@ impl TokenTexts {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        (0..self.len()).map(|i| self.get(i))
+        self.texts.iter()
     }
 }
 

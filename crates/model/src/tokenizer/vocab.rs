@@ -159,9 +159,6 @@ impl Vocab {
         if texts.is_empty() {
             return Err(bad("the vocabulary has no tokens".into()));
         }
-        if u32::try_from(texts.len()).is_err() {
-            return Err(bad(format!("{} tokens is beyond any model", texts.len())));
-        }
         // llama.cpp renames an empty token so that no text maps to it.
         let tokens = TokenTexts::new(texts.iter().enumerate().map(|(i, t)| {
             if t.is_empty() {
