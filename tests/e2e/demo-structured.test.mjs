@@ -15,6 +15,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { chromiumFlags, root, serve } from './serve.mjs';
+import { errorShown, waitForState } from './demo-page.mjs';
 
 const out = process.env.E2E_OUT ?? join(root, 'tests/e2e/out');
 const MODEL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -26,28 +27,13 @@ let browser;
 let page;
 const pageLog = [];
 
-async function waitForState(selector, states, timeout = SLOW) {
-  const handle = await page.waitForFunction(
-    ([sel, wanted]) => {
-      const state = document.querySelector(sel)?.dataset.state;
-      return wanted.includes(state) && state;
-    },
-    [selector, states],
-    { timeout, polling: 100 },
-  );
-  return handle.jsonValue();
-}
-
-async function errorShown() {
-  return (await page.isVisible('#error')) ? page.textContent('#error') : '';
-}
 
 // Sends `text` in a new chat and waits until the answer ends; returns the Live card's state.
 async function ask(text) {
   await page.click('#new-chat');
   await page.fill('#prompt', text);
   await page.click('#generate');
-  return waitForState('#stats', ['done', 'error']);
+  return waitForState(page, '#stats', ['done', 'error']);
 }
 
 before(async () => {
@@ -66,7 +52,7 @@ before(async () => {
   await page.fill('#model-url', `/${MODEL}`);
   await page.fill('#context', '512');
   await page.click('#model-url-load');
-  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  assert.equal(await waitForState(page, '#model-status', ['ready', 'error']), 'ready', await errorShown(page));
 });
 
 after(async () => {
@@ -85,7 +71,7 @@ test('structured output: the answer parses, has the schema\'s keys, and the forc
   await page.fill('#max-tokens', '96');
   await page.selectOption('#draft', 'suffix');
   const state = await ask('Describe Ada Lovelace: her name, the age she died at (36) and three tags.');
-  assert.equal(state, 'done', await errorShown());
+  assert.equal(state, 'done', await errorShown(page));
 
   const answer = await page.textContent('.message.assistant .body');
   assert.equal(await page.getAttribute('.message.assistant .parsed', 'data-state'), 'valid',
@@ -118,7 +104,7 @@ test('a schema the package cannot compile shows its error, and the page answers 
   }
   // The same page, the mode off: a plain answer.
   await page.uncheck('#structured');
-  assert.equal(await ask('What is the capital of France?'), 'done', await errorShown());
+  assert.equal(await ask('What is the capital of France?'), 'done', await errorShown(page));
   assert.equal((await page.$$('.message.assistant .parsed')).length, 0);
   assert.ok((await page.textContent('.message.assistant .body')).length > 0);
 });

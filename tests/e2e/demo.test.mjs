@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { chromiumFlags, root, serve } from './serve.mjs';
+import { errorShown, waitForState } from './demo-page.mjs';
 
 const out = process.env.E2E_OUT ?? join(root, 'tests/e2e/out');
 const runahead = process.env.RUNAHEAD_BIN ?? join(root, 'target/debug/runahead');
@@ -49,22 +50,6 @@ async function nativeGenerate() {
 }
 
 
-// Waits until `selector`'s data-state is one of `states`, and returns it.
-async function waitForState(selector, states, timeout = SLOW) {
-  const handle = await page.waitForFunction(
-    ([sel, wanted]) => {
-      const state = document.querySelector(sel)?.dataset.state;
-      return wanted.includes(state) && state;
-    },
-    [selector, states],
-    { timeout, polling: 100 },
-  );
-  return handle.jsonValue();
-}
-
-async function errorShown() {
-  return (await page.isVisible('#error')) ? page.textContent('#error') : '';
-}
 
 async function tokensIn(selector) {
   return page.$$eval(`${selector} span[data-token]`, (spans) => spans.map((s) => Number(s.dataset.token)));
@@ -87,8 +72,8 @@ async function runCompare(prompt, maxTokens, drafter) {
   await page.fill('#max-tokens', String(maxTokens));
   await page.selectOption('#draft', drafter);
   await page.click('#compare-run');
-  const done = await waitForState('#compare-summary', ['done', 'error']);
-  assert.equal(done, 'done', await errorShown());
+  const done = await waitForState(page, '#compare-summary', ['done', 'error']);
+  assert.equal(done, 'done', await errorShown(page));
 }
 
 async function send(text) {
@@ -121,8 +106,8 @@ test('the demo streams the native CPU engine greedy tokens, with speculation off
   await page.fill('#model-url', `/${MODEL}`);
   await page.fill('#context', '256');
   await page.click('#model-url-load');
-  const loaded = await waitForState('#model-status', ['ready', 'error']);
-  assert.equal(loaded, 'ready', await errorShown());
+  const loaded = await waitForState(page, '#model-status', ['ready', 'error']);
+  assert.equal(loaded, 'ready', await errorShown(page));
   assert.match(await page.textContent('#model-status'), /llama, 135M parameters/);
   // Where the model runs and where its bytes came from.
   assert.match(await page.textContent('#backend-badge'), /^(CPU engine|WebGPU)$/);
@@ -150,7 +135,7 @@ test('after a reload the demo reads the model from the cache and says so', { tim
   await page.fill('#model-url', `/${MODEL}`);
   await page.fill('#context', '256');
   await page.click('#model-url-load');
-  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  assert.equal(await waitForState(page, '#model-status', ['ready', 'error']), 'ready', await errorShown(page));
   assert.equal(server.bytesSent(`/${MODEL}`), sent, 'model bytes were downloaded again');
   assert.equal(await page.textContent('#source-badge'), 'from the model cache');
   assert.match(await page.textContent('#events'), /read from the model cache \([\d.]+ MB, no download\)/);
@@ -211,9 +196,9 @@ test('a two-turn chat with a system prompt reuses the first turn from the cache'
   await page.fill('#max-tokens', '6');
   await page.selectOption('#draft', 'suffix');
   await send('What is the capital of France?');
-  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  assert.equal(await waitForState(page, '#stats', ['done', 'error']), 'done', await errorShown(page));
   await send('And of Germany?');
-  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  assert.equal(await waitForState(page, '#stats', ['done', 'error']), 'done', await errorShown(page));
 
   assert.equal(await page.$$eval('.message.user', (m) => m.length), 2);
   const [first, second] = await turns();
@@ -237,7 +222,7 @@ test('Stop ends an answer cleanly and the engine answers again', { timeout: 2 * 
     { timeout: SLOW, polling: 50 },
   );
   await page.click('#stop');
-  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  assert.equal(await waitForState(page, '#stats', ['done', 'error']), 'done', await errorShown(page));
   assert.equal(await page.textContent('#stat-stop'), 'cancelled');
   const stopped = await tokensIn('.message.assistant');
   assert.ok(stopped.length >= 1 && stopped.length < 64, `${stopped.length} tokens`);
@@ -247,7 +232,7 @@ test('Stop ends an answer cleanly and the engine answers again', { timeout: 2 * 
   await page.click('#new-chat');
   await page.fill('#max-tokens', '1');
   await send('Tell me a long story about a dragon.');
-  assert.equal(await waitForState('#stats', ['done', 'error']), 'done', await errorShown());
+  assert.equal(await waitForState(page, '#stats', ['done', 'error']), 'done', await errorShown(page));
   assert.deepEqual(await tokensIn('.message.assistant'), stopped.slice(0, 1));
   assert.equal(await page.textContent('#stat-stop'), 'max_tokens');
 });
@@ -259,7 +244,7 @@ test('a draft model given to the page is offered as the drafter "model" exactly 
   await page.fill('#draft-url', `/${MODEL}`);
   await page.fill('#model-url', `/${MODEL}`);
   await page.click('#model-url-load');
-  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'ready', await errorShown());
+  assert.equal(await waitForState(page, '#model-status', ['ready', 'error']), 'ready', await errorShown(page));
   const reported = (await page.textContent('#model-facts')).includes('draft model');
   const offered = await page.$eval('#draft option[value="model"]', (o) => !o.disabled);
   assert.equal(offered, reported);
@@ -271,7 +256,7 @@ test('a draft model given to the page is offered as the drafter "model" exactly 
 test('a failed load shows the error code with its hint', { timeout: SLOW }, async () => {
   await page.fill('#model-url', '/models/no-such-model.gguf');
   await page.click('#model-url-load');
-  assert.equal(await waitForState('#model-status', ['ready', 'error']), 'error');
+  assert.equal(await waitForState(page, '#model-status', ['ready', 'error']), 'error');
   assert.ok(await page.isVisible('#error'));
   assert.equal(await page.textContent('#error-code'), 'fetch');
   assert.match(await page.textContent('#error-hint'), /could not be downloaded/);
