@@ -11,7 +11,9 @@ use pollster::block_on;
 use runahead_cpu::{CpuEngine, CpuOptions};
 use runahead_gguf::GgufFile;
 use runahead_grammar::{Grammar, GrammarSpec, Vocabulary};
-use runahead_model::tools::{parse_reply, parse_tools, tool_grammar, Tool, ToolChoice, ToolSyntax};
+use runahead_model::tools::{
+    parse_reply, parse_tools, tool_grammar, Tool, ToolChoice, ToolSyntax, MAX_PARALLEL_CALLS,
+};
 use runahead_model::{ChatMessage, ChatTemplate, Tokenizer};
 use runahead_speculate::{
     generate_constrained, Constraint, Depth, GenerateOptions, KvTokens, NgramDrafter,
@@ -152,4 +154,31 @@ fn smollm2_calls_the_named_tool_in_the_json_form() {
     assert_eq!(syntax, ToolSyntax::Json);
     assert_eq!(speculative, plain);
     check_call(&plain, syntax, Some("get_time"));
+}
+
+/// With parallel calls, Qwen's `<tool_call>` grammar takes up to [`MAX_PARALLEL_CALLS`] calls
+/// and then only the end, so a model that keeps writing calls stops instead of running to
+/// `max_tokens`.
+#[test]
+fn parallel_calls_end_at_the_bound() {
+    let file = GgufFile::open(model("Qwen2.5-Coder-0.5B-Instruct.gguf")).unwrap();
+    let tok = Tokenizer::from_metadata(&file.header.metadata).unwrap();
+    let vocab = Vocabulary::new(&tok).unwrap();
+    let lark = tool_grammar(ToolSyntax::Hermes, &tools(), &ToolChoice::Required, true)
+        .unwrap()
+        .unwrap();
+    let mut grammar = Grammar::new(&vocab, &GrammarSpec::Lark(lark)).unwrap();
+    let call =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>";
+    let calls = vec![call; MAX_PARALLEL_CALLS].join("\n");
+    let tokens = tok.encode_rendered(&calls).unwrap();
+    assert_eq!(grammar.allowed_prefix(&tokens).unwrap(), tokens.len());
+    let more = tok.encode_rendered(&format!("{calls}\n{call}")).unwrap();
+    let allowed = grammar.allowed_prefix(&more).unwrap();
+    assert!(allowed < more.len(), "a call past the bound is allowed");
+    assert!(
+        allowed >= tokens.len(),
+        "{allowed} of {} tokens",
+        tokens.len()
+    );
 }

@@ -148,6 +148,10 @@ fn call_schema(tools: &[Tool], only: Option<&str>) -> Value {
     }
 }
 
+/// Most calls one reply may hold under `parallel`, so a constrained reply ends before
+/// `max_tokens` even when the model keeps writing calls.
+pub const MAX_PARALLEL_CALLS: usize = 128;
+
 /// The grammar (llguidance's Lark syntax) a reply must match under `choice`: one call, or one
 /// or more with `parallel` (OpenAI's `parallel_tool_calls`). `None` when the reply is free text
 /// (Hermes with [`ToolChoice::Auto`]: the model writes a call or an answer and [`parse_reply`]
@@ -180,7 +184,11 @@ pub fn tool_grammar(
         // `<tool_call>` and `</tool_call>` are the vocabulary's own tokens in these models.
         (ToolSyntax::Hermes, _) => {
             with_layout(&mut call);
-            let more = if parallel { " (\"\\n\" call)*" } else { "" };
+            let more = if parallel {
+                format!(" (\"\\n\" call){{0,{}}}", MAX_PARALLEL_CALLS - 1)
+            } else {
+                String::new()
+            };
             format!(
                 "start: call{more}\ncall: <tool_call> \"\\n\" body \"\\n\" </tool_call>\n\
                  body: %json {call}\n"
@@ -190,7 +198,7 @@ pub fn tool_grammar(
             let calls = json!({
                 "type": "object",
                 "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
-                                              "maxItems": if parallel { 128 } else { 1 }}},
+                                              "maxItems": if parallel { MAX_PARALLEL_CALLS } else { 1 }}},
                 "required": ["tool_calls"],
                 "additionalProperties": false,
             });
