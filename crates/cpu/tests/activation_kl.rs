@@ -8,7 +8,8 @@
 //! figures for llama.cpp's CPU backend against the same reference.
 //!
 //! `#[ignore]`d (minutes of the reference): `KL_MODEL=SmolLM2-135M-Instruct.Q4_1.gguf
-//! KL_BASE=/tmp/base.bin cargo test -p runahead-cpu --test activation_kl -- --ignored --nocapture`.
+//! KL_BASE=/tmp/base.bin cargo test -p runahead-cpu --test activation_kl -- --ignored --nocapture`;
+//! `KL_SKIP_CHUNKS=8` scores the next 4,096 tokens of the text instead.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,7 +86,9 @@ fn activation_kl_against_the_reference() {
         text += &std::fs::read_to_string(root().join("docs").join(doc)).unwrap();
     }
     let bos = tok.encode("").unwrap(); // [BOS] when the model adds one
-    let tokens = tok.encode(&text).unwrap()[bos.len()..].to_vec();
+    // `KL_SKIP_CHUNKS=N` scores the text from its (N * 512)-th token: another sample of positions.
+    let skip = std::env::var("KL_SKIP_CHUNKS").map_or(0, |s| s.parse::<usize>().unwrap());
+    let tokens = tok.encode(&text).unwrap()[bos.len() + skip * N_CTX..].to_vec();
     assert!(
         tokens.len() >= N_CTX * N_CHUNK,
         "{} tokens of text",
