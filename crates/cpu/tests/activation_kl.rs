@@ -86,7 +86,7 @@ fn activation_kl_against_the_reference() {
         text += &std::fs::read_to_string(root().join("docs").join(doc)).unwrap();
     }
     let bos = tok.encode("").unwrap(); // [BOS] when the model adds one
-    // `KL_SKIP_CHUNKS=N` scores the text from its (N * 512)-th token: another sample of positions.
+                                       // `KL_SKIP_CHUNKS=N` scores the text from its (N * 512)-th token: another sample of positions.
     let skip = std::env::var("KL_SKIP_CHUNKS").map_or(0, |s| s.parse::<usize>().unwrap());
     let tokens = tok.encode(&text).unwrap()[bos.len() + skip * N_CTX..].to_vec();
     assert!(
