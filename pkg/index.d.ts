@@ -413,6 +413,10 @@ export interface GenerationStats {
   decode_seconds: number;
   /** Timing the GPU behind a long context for `depth: "auto"` (once per loaded model), not in `decode_seconds`. */
   calibration_seconds: number;
+  /** Token masks the grammar computed (one per picked or verified position; 0 without `grammar` or `response_format`). */
+  masks: number;
+  /** Time computing those masks (inside `prefill_seconds` and `decode_seconds`); `mask_seconds / masks` is the mean per mask. */
+  mask_seconds: number;
   /** Generated tokens over decoding time (prefill excluded). */
   tokens_per_second: number;
   /** The engine that generated: 'gpu' (WebGPU) or 'cpu'. */

@@ -299,6 +299,13 @@ impl EngineTask for Generate<'_> {
                 s.accepted,
                 s.drafted,
             );
+            if s.masks > 0 {
+                eprintln!(
+                    "[grammar: {} masks, {:.1} us per mask]",
+                    s.masks,
+                    s.mean_mask_seconds() * 1e6,
+                );
+            }
         }
         Ok(())
     }

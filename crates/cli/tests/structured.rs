@@ -56,7 +56,14 @@ fn json_schema_output_follows_the_schema() {
         "The capital of France is Paris. As JSON:",
         "--json-schema",
         &schema,
+        "--draft",
+        "none",
     ]);
+    // One mask per picked position: the prompt's last row and each forward's row.
+    let stats = &out["stats"];
+    let forwards = stats["target_forwards"].as_u64().unwrap();
+    assert_eq!(stats["masks"].as_u64(), Some(forwards + 1), "{stats}");
+    assert!(stats["mask_seconds"].as_f64().unwrap() > 0.0, "{stats}");
     let v: Value = serde_json::from_str(out["text"].as_str().unwrap()).unwrap();
     let object = v.as_object().unwrap();
     assert_eq!(object.len(), 2, "{v}");

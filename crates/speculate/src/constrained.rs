@@ -10,6 +10,7 @@
 //! residual `max(0, p - q)`, which exactness needs.
 
 use runahead_model::{Batch, LanguageModel};
+use web_time::Instant;
 
 use crate::constraint::{Constraint, ConstraintError, TokenSet};
 use crate::draft::Draft;
@@ -30,6 +31,9 @@ pub(crate) struct Guide<'c> {
     visited: Vec<Vec<f32>>,
     /// One per picked token, in order.
     pub(crate) logprobs: Vec<TokenLogprob>,
+    /// Masks computed so far and their total time ([`crate::Stats::masks`]).
+    pub(crate) masks: usize,
+    pub(crate) mask_seconds: f64,
 }
 
 impl<'c> Guide<'c> {
@@ -40,6 +44,8 @@ impl<'c> Guide<'c> {
             logits: LogitProcessor::new(logits),
             visited: Vec::new(),
             logprobs: Vec::new(),
+            masks: 0,
+            mask_seconds: 0.0,
         }
     }
 
@@ -79,7 +85,10 @@ impl<'c> Guide<'c> {
             if self.mask.len() != logits.len() {
                 self.mask = TokenSet::new(logits.len());
             }
+            let start = Instant::now();
             c.mask(&mut self.mask)?;
+            self.mask_seconds += start.elapsed().as_secs_f64();
+            self.masks += 1;
             self.mask.apply(&mut processed);
         }
         let dist = sampler.distribution(&processed)?;
@@ -218,4 +227,52 @@ pub(crate) async fn pick_after_prefill<M: LanguageModel>(
         .checked_sub(1)
         .ok_or(GenerateError::EmptyPrompt)?;
     guide.pick(logits.row(last), sampler)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::SamplingParams;
+
+    /// Allows only odd tokens (and any commit).
+    struct Odd;
+
+    impl Constraint for Odd {
+        fn mask(&mut self, allowed: &mut TokenSet) -> Result<(), ConstraintError> {
+            for t in (1..allowed.len() as u32).step_by(2) {
+                allowed.insert(t);
+            }
+            Ok(())
+        }
+        fn commit(&mut self, _: u32) -> Result<(), ConstraintError> {
+            Ok(())
+        }
+        fn allowed_prefix(&mut self, tokens: &[u32]) -> Result<usize, ConstraintError> {
+            Ok(tokens.iter().take_while(|t| *t % 2 == 1).count())
+        }
+        fn forced_tokens(&mut self) -> Vec<u32> {
+            Vec::new()
+        }
+        fn rollback(&mut self, _: usize) -> Result<(), ConstraintError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_guide_counts_and_times_the_masks_it_computes() {
+        let logits = [0.0, 1.0, 3.0, 2.0, 0.5];
+        let mut sampler = Sampler::new(SamplingParams::greedy()).unwrap();
+        let mut odd = Odd;
+        let mut guide = Guide::new(Some(&mut odd), LogitOptions::default());
+        for _ in 0..3 {
+            // The best odd token, not the best token.
+            assert_eq!(guide.pick(&logits, &mut sampler).unwrap(), 3);
+        }
+        assert_eq!(guide.masks, 3);
+        assert!(guide.mask_seconds > 0.0);
+
+        let mut unconstrained = Guide::new(None, LogitOptions::default());
+        assert_eq!(unconstrained.pick(&logits, &mut sampler).unwrap(), 2);
+        assert_eq!((unconstrained.masks, unconstrained.mask_seconds), (0, 0.0));
+    }
 }

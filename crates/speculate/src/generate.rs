@@ -113,6 +113,10 @@ pub struct Stats {
     pub calibration_seconds: f64,
     /// Per drafter (one entry per drafter that proposed; `auto` lists the ones it chose).
     pub drafters: Vec<DrafterStats>,
+    /// Token masks a constraint computed (one per picked or verified position).
+    pub masks: usize,
+    /// Time spent computing those masks (in `prefill_seconds` and `decode_seconds`).
+    pub mask_seconds: f64,
 }
 
 impl Stats {
@@ -141,6 +145,15 @@ impl Stats {
         ratio(self.accepted, steps)
     }
 
+    /// Mean time of one constraint mask (0 without a constraint).
+    pub fn mean_mask_seconds(&self) -> f64 {
+        if self.masks > 0 {
+            self.mask_seconds / self.masks as f64
+        } else {
+            0.0
+        }
+    }
+
     /// Adds another generation's counts and timings (totals over a benchmark suite).
     pub fn add(&mut self, other: &Stats) {
         self.prompt_tokens += other.prompt_tokens;
@@ -151,6 +164,8 @@ impl Stats {
         self.prefill_seconds += other.prefill_seconds;
         self.decode_seconds += other.decode_seconds;
         self.calibration_seconds += other.calibration_seconds;
+        self.masks += other.masks;
+        self.mask_seconds += other.mask_seconds;
         for d in &other.drafters {
             let total = self.drafter(d.name);
             total.steps += d.steps;
@@ -496,6 +511,7 @@ pub(crate) async fn generate_reporting<M: LanguageModel, D: Drafter + ?Sized>(
     stats.decode_seconds = start.elapsed().as_secs_f64() - stats.calibration_seconds;
     stats.generated_tokens = out.tokens.len();
     if let Some(g) = guide {
+        (stats.masks, stats.mask_seconds) = (g.masks, g.mask_seconds);
         // Picked but not emitted (a cancel or the end mid-step) is dropped.
         out.logprobs = g.logprobs;
         out.logprobs.truncate(out.tokens.len());

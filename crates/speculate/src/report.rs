@@ -62,6 +62,8 @@ pub fn generation_json(
             "prefill_seconds": s.prefill_seconds,
             "decode_seconds": s.decode_seconds,
             "calibration_seconds": s.calibration_seconds,
+            "masks": s.masks,
+            "mask_seconds": s.mask_seconds,
             "tokens_per_second": s.tokens_per_second(),
             "backend": backend,
             "draft": draft,
