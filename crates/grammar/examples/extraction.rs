@@ -2,7 +2,9 @@
 //! the CPU engine, constrained plain decoding against constrained speculative decoding (each
 //! drafter), with tokens per target forward and tokens per second. Outputs must be equal.
 //!
-//!   cargo test -p runahead-grammar --no-run && target/debug/examples/extraction MODEL.gguf [THREADS]
+//! The tasks are bench/extraction-tasks.json (the page's bench reads the same file).
+//!
+//!   cargo run --release -p runahead-grammar --example extraction -- MODEL.gguf [THREADS]
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -16,31 +18,24 @@ use runahead_speculate::{
     generate_constrained, Constraint, Depth, Drafter, GenerateOptions, KvTokens, NgramDrafter,
     SamplingParams, Stats, SuffixDrafter,
 };
+use serde_json::Value;
 
-/// (text, schema): each asks for fields the text states.
-const TASKS: &[(&str, &str)] = &[
-    (
-        "Ada Lovelace (born 10 December 1815 in London, died 27 November 1852) was an English \
-         mathematician and writer, chiefly known for her work on Charles Babbage's proposed \
-         mechanical general-purpose computer, the Analytical Engine.",
-        r#"{"type":"object","properties":{"name":{"type":"string"},"birth_year":{"type":"integer"},"death_year":{"type":"integer"},"birth_city":{"type":"string"},"nationality":{"type":"string"},"occupations":{"type":"array","items":{"type":"string"}}},"required":["name","birth_year","death_year","birth_city","nationality","occupations"],"additionalProperties":false}"#,
-    ),
-    (
-        "Invoice 2024-0917 from Northwind Traders to Contoso Ltd: 12 boxes of green tea at 4.50 \
-         each, 3 teapots at 19.99 each. Payment due by 15 October 2024. Total: 113.97 EUR.",
-        r#"{"type":"object","properties":{"invoice_number":{"type":"string"},"seller":{"type":"string"},"buyer":{"type":"string"},"items":{"type":"array","items":{"type":"object","properties":{"description":{"type":"string"},"quantity":{"type":"integer"},"unit_price":{"type":"number"}},"required":["description","quantity","unit_price"],"additionalProperties":false}},"total":{"type":"number"},"currency":{"type":"string","enum":["EUR","USD","GBP"]}},"required":["invoice_number","seller","buyer","items","total","currency"],"additionalProperties":false}"#,
-    ),
-    (
-        "The meeting with the design team is moved to Thursday at 3pm in room 4.12. Maria, Tom \
-         and Priya will attend; Tom will present the new onboarding flow.",
-        r#"{"type":"object","properties":{"event":{"type":"string"},"day":{"type":"string","enum":["Monday","Tuesday","Wednesday","Thursday","Friday"]},"time":{"type":"string"},"room":{"type":"string"},"attendees":{"type":"array","items":{"type":"string"}},"presenter":{"type":"string"}},"required":["event","day","time","room","attendees","presenter"],"additionalProperties":false}"#,
-    ),
-    (
-        "Product review: The X200 headphones have great noise cancelling and a 30-hour battery, \
-         but the ear cushions get warm. I'd give them 4 out of 5 stars. Price paid: $249.",
-        r#"{"type":"object","properties":{"product":{"type":"string"},"rating":{"type":"integer","minimum":1,"maximum":5},"pros":{"type":"array","items":{"type":"string"}},"cons":{"type":"array","items":{"type":"string"}},"price_usd":{"type":"number"},"sentiment":{"type":"string","enum":["positive","mixed","negative"]}},"required":["product","rating","pros","cons","price_usd","sentiment"],"additionalProperties":false}"#,
-    ),
-];
+/// The suite's tasks, shared with the page's bench (bench/browser/extraction.mjs): an
+/// instruction and, per task, a text and a schema asking for fields the text states.
+const TASKS: &str = include_str!("../../../bench/extraction-tasks.json");
+
+/// The prompt of one task, as the page's bench builds it.
+fn task_prompt(
+    instruction: &str,
+    task: &Value,
+) -> Result<(String, String), Box<dyn std::error::Error>> {
+    let text = task["text"].as_str().ok_or("a task without a text")?;
+    let schema = serde_json::to_string(&task["schema"])?;
+    Ok((
+        format!("{instruction}\nText: {text}\nSchema: {schema}"),
+        schema,
+    ))
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -59,14 +54,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         isa: None,
     };
     let mut model = CpuEngine::load(file.clone(), &options)?;
-    let prompts: Vec<Vec<u32>> = TASKS
+    let suite: Value = serde_json::from_str(TASKS)?;
+    let instruction = suite["instruction"]
+        .as_str()
+        .ok_or("extraction-tasks.json: no instruction")?;
+    let tasks = suite["tasks"]
+        .as_array()
+        .ok_or("extraction-tasks.json: no tasks")?
         .iter()
-        .map(|(text, schema)| {
-            let user = format!(
-                "Extract the information from this text as JSON matching the schema.\n\
-                 Text: {text}\nSchema: {schema}"
-            );
-            let rendered = template.render_conversation(&[ChatMessage::new("user", &user)])?;
+        .map(|task| task_prompt(instruction, task))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prompts: Vec<Vec<u32>> = tasks
+        .iter()
+        .map(|(user, _)| {
+            let rendered = template.render_conversation(&[ChatMessage::new("user", user)])?;
             Ok(tok.encode_rendered(&rendered)?)
         })
         .collect::<Result<_, Box<dyn std::error::Error>>>()?;
@@ -83,8 +84,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut plain_outputs = Vec::new();
     for drafter in ["none", "ngram", "suffix"] {
         let mut total = Stats::default();
-        for (i, ((_, schema), prompt)) in TASKS.iter().zip(&prompts).enumerate() {
-            let mut g = Grammar::new(&vocab, &GrammarSpec::JsonSchema((*schema).into()))?;
+        for (i, ((_, schema), prompt)) in tasks.iter().zip(&prompts).enumerate() {
+            let mut g = Grammar::new(&vocab, &GrammarSpec::JsonSchema(schema.clone()))?;
             let mut d: Option<Box<dyn Drafter>> = match drafter {
                 "ngram" => Some(Box::new(NgramDrafter::default())),
                 "suffix" => Some(Box::new(SuffixDrafter::new(1 << 16))),
@@ -115,12 +116,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_or(0, |d| d.accepted);
         println!(
             "{path} draft {drafter:6}: {} tokens, {:.2} tokens/forward, {:.1} tokens/s, \
-             {forced} grammar-forced tokens, {}/{} drafted accepted",
+             {forced} grammar-forced tokens, {}/{} drafted accepted, {:.1} us per mask",
             total.generated_tokens,
             total.tokens_per_forward(),
             total.tokens_per_second(),
             total.accepted,
             total.drafted,
+            total.mean_mask_seconds() * 1e6,
         );
     }
     Ok(())
