@@ -20,7 +20,7 @@ struct Params {
     chunk: u32,      // slots per chunk
     max_chunks: u32, // chunks of a full cache (stride of the partials)
     window: u32,     // 0, or a sliding window: a query at position p sees keys at positions > p - window
-    _pad0: u32,
+    ring: u32,       // 0, or a sliding-window layer's ring: entry i is in slot i % ring
     _pad1: u32,
     _pad2: u32,
 }
@@ -33,8 +33,8 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;              // [m, n_heads * head_dim / 4]
-@group(0) @binding(1) var<storage, read> k_cache: array<vec2<u32>>;        // [capacity, kv_dim / 4]: 4 f16 each (kv_f16.wgsl)
-@group(0) @binding(2) var<storage, read> v_cache: array<vec2<u32>>;        // [capacity, kv_dim / 4]
+@group(0) @binding(1) var<storage, read> k_cache: array<vec2<u32>>;        // [slots, kv_dim / 4]: 4 f16 each (kv_f16.wgsl)
+@group(0) @binding(2) var<storage, read> v_cache: array<vec2<u32>>;        // [slots, kv_dim / 4]
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;         // [max_rows, n_heads, capacity]
 @group(0) @binding(4) var<storage, read_write> partials: array<vec4<f32>>; // [max_rows, n_heads, max_chunks, 1 + head_dim / 4]
 @group(0) @binding(5) var<storage, read> visible: array<u32>;              // [max_rows, 1 + max_rows]: count, then block indices
@@ -48,11 +48,17 @@ override HD: u32 = 64u;
 // override cannot size; kernels.rs sets it per head dimension).
 const HD4: u32 = 32u;
 
+// The cache slot of a pair's k-th visible entry. A sliding-window layer's ring holds only the
+// entries its window can see: the others, masked, read whatever their slot holds now.
 fn slot_of(t: u32, k: u32) -> u32 {
-    if (k < step.base) {
-        return k;
+    var entry = k;
+    if (k >= step.base) {
+        entry = step.base + visible[t * (1u + p.max_rows) + 1u + (k - step.base)];
     }
-    return step.base + visible[t * (1u + p.max_rows) + 1u + (k - step.base)];
+    if (p.ring != 0u) {
+        return entry % p.ring;
+    }
+    return entry;
 }
 
 // One (token, head) pair: work item i is token i / n_heads and query head i % n_heads.

@@ -1,7 +1,7 @@
 // The attention's inputs from the one q/k/v product of a layer, in one dispatch: each row of
 // `qkv` is [q | k | v] ((n_heads + 2 n_kv_heads) * head_dim values); its biases are added
 // (Qwen2), each head of q and k is RMS-normed (Qwen3, Gemma 3), RoPE turns q and k, q goes to
-// `q` and k, v are appended to the layer's f16 cache at slots base..base+m (prepended with
+// `q` and k, v are appended to the layer's f16 cache at entries base..base+m (prepended with
 // kv_f16.wgsl). One invocation per pair of adjacent values
 // (a cache word); a value whose RoPE partner another invocation holds is computed again from
 // the product, with the same operations in the same order as separate bias, RoPE and store
@@ -22,7 +22,7 @@ struct Params {
     freq_scale: f32,
     mscale: f32,
     has_factors: u32,
-    _pad0: u32,
+    ring: u32,        // 0, or a sliding-window layer's ring: entry i goes to slot i % ring
     _pad1: u32,
     _pad2: u32,
 }
@@ -40,8 +40,8 @@ struct Step {
 @group(0) @binding(1) var<storage, read> aux: array<f32>;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;        // [m]
 @group(0) @binding(3) var<storage, read_write> q: array<f32>;          // [m, n_heads * head_dim]
-@group(0) @binding(4) var<storage, read_write> k_cache: array<u32>;    // [capacity, kv_dim / 2]
-@group(0) @binding(5) var<storage, read_write> v_cache: array<u32>;    // [capacity, kv_dim / 2]
+@group(0) @binding(4) var<storage, read_write> k_cache: array<u32>;    // [slots, kv_dim / 2]
+@group(0) @binding(5) var<storage, read_write> v_cache: array<u32>;    // [slots, kv_dim / 2]
 @group(0) @binding(6) var<uniform> p: Params;
 @group(0) @binding(7) var<uniform> step: Step;
 
@@ -147,7 +147,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         q[t * dq + e + 1u] = roped(t, 0u, e + 1u);
         return;
     }
-    let row = (step.base + t) * (dkv / 2u);
+    var slot = step.base + t;
+    if (p.ring != 0u) {
+        slot = slot % p.ring;
+    }
+    let row = slot * (dkv / 2u);
     if (e < dq + dkv) {
         k_cache[row + (e - dq) / 2u] = f16_bits(roped(t, dq, e)) | (f16_bits(roped(t, dq, e + 1u)) << 16u);
         return;

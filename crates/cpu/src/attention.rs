@@ -6,7 +6,8 @@
 //! (a cached slot's position is its index, a block entry's its batch position): the cache's
 //! visible slots are a suffix of it, and the block's visible entries are filtered the same
 //! way. Each query's scores are those of its visible slots alone, whatever the block around
-//! it, so a token's result is the same in any block.
+//! it, so a token's result is the same in any block. Such a layer's cache may be a ring
+//! (index `i` in slot `i % slots`); indices and positions are what the mask compares.
 
 use std::ops::Range;
 use std::sync::Mutex;
@@ -19,12 +20,16 @@ use crate::pool::Team;
 /// One layer's attention problem.
 pub struct Attention<'a> {
     pub kernels: Kernels,
-    pub q: &'a [f32],        // [n, n_heads * head_dim], after RoPE
+    pub q: &'a [f32],       // [n, n_heads * head_dim], after RoPE
     pub k: &'a [f16], // [kv_heads, slots, head_dim]: the layer's cache, block entries included
     pub v: &'a [f16], // [kv_heads, slots, head_dim]
     pub head_stride: usize, // elements from one KV head's entries to the next's
+    /// Slots of each KV head's entries: cache index `i` is in slot `i % slots` (a
+    /// sliding-window layer's ring; `slots` is a multiple of [`CHUNK_SLOTS`] once the ring
+    /// wraps, so an aligned chunk of indices is a run of slots).
+    pub slots: usize,
     pub visible: &'a [bool], // [n, n]: block token i sees block token j
-    pub base: usize,  // cache entries before the block
+    pub base: usize,         // cache entries before the block
     pub n: usize,
     pub n_heads: usize,
     pub n_kv_heads: usize,
@@ -186,7 +191,7 @@ impl Attention<'_> {
         };
         for c in chunks.clone() {
             if direct(&c) {
-                let rows = k_rows.from_slot(c.start);
+                let rows = k_rows.from_slot(c.start % self.slots);
                 self.score_passes(&pairs, pair_scores, |qs, out| {
                     kernels.scores_f16(qs, rows, c.len(), scale, out)
                 });
@@ -196,13 +201,13 @@ impl Attention<'_> {
             // layout, all scored, a few pairs a pass. A chunk with block entries, or with
             // slots out of a pair's window, is read through each pair's visible slots.
             if whole(&c) {
-                kernels.widen_keys(k_rows.from_slot(c.start), c.len(), k);
+                kernels.widen_keys(k_rows.from_slot(c.start % self.slots), c.len(), k);
                 self.score_passes(&pairs, pair_scores, |qs, out| {
                     kernels.scores_keys_many(qs, k, c.len(), scale, out, scores)
                 });
                 continue;
             }
-            kernels.widen(k_rows.from_slot(c.start), c.len(), k);
+            kernels.widen(k_rows.from_slot(c.start % self.slots), c.len(), k);
             let keys = F32Rows::dense(k, hd);
             for (p, &(pair, _)) in pairs.iter().enumerate() {
                 let qh = &self.q[pair * hd..][..hd];
@@ -215,13 +220,13 @@ impl Attention<'_> {
         let mut pairs = pairs;
         for c in chunks {
             if direct(&c) {
-                let rows = v_rows.from_slot(c.start);
+                let rows = v_rows.from_slot(c.start % self.slots);
                 sum_passes(&mut pairs, pair_scores, first, &c, |weights, outs| {
                     kernels.weighted_sums_f16(rows, weights, outs)
                 });
                 continue;
             }
-            kernels.widen(v_rows.from_slot(c.start), c.len(), v);
+            kernels.widen(v_rows.from_slot(c.start % self.slots), c.len(), v);
             if whole(&c) {
                 sum_passes(&mut pairs, pair_scores, first, &c, |weights, outs| {
                     kernels.weighted_sums_f32_dense(v, weights, outs)
@@ -285,8 +290,10 @@ impl Attention<'_> {
         let hd = self.head_dim;
         let qh = &self.q[(i * self.n_heads + h) * hd..][..hd];
         s.slots.clear();
-        s.slots.extend(self.first_cached(i)..self.base);
-        s.slots.extend(self.visible_block(i).map(|j| self.base + j));
+        let slot = |index: usize| index % self.slots;
+        s.slots.extend((self.first_cached(i)..self.base).map(slot));
+        s.slots
+            .extend(self.visible_block(i).map(|j| slot(self.base + j)));
         scores(qh, &s.slots, self.scale, &mut s.scores);
         self.kernels.softmax(&mut s.scores);
     }

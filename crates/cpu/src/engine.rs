@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use runahead_gguf::{dequantize_row, GgufFile};
 use runahead_model::{
-    argmax_rows_of, gelu_tanh, Activation, Batch, LanguageModel, Logits, ModelConfig, ModelError,
-    Result, Rope, TopLogits,
+    argmax_rows_of, gelu_tanh, ring_parts, Activation, Batch, LanguageModel, Logits, ModelConfig,
+    ModelError, Result, RingLimits, Rope, TopLogits,
 };
 
 use crate::activations::{Activations, QuantizedBuffers};
@@ -39,6 +39,8 @@ pub struct CpuEngine {
     /// Per layer.
     ropes: Vec<Rope>,
     cache: KvCache,
+    /// What the sliding-window layers' rings still hold.
+    rings: RingLimits,
     kernels: Kernels,
     threads: usize,
     buffers: Buffers,
@@ -129,11 +131,12 @@ impl CpuEngine {
         Ok(CpuEngine {
             ropes,
             cache: KvCache::new(
-                config.n_layers,
+                weights.plan.rings(capacity),
                 capacity,
                 config.n_kv_heads,
                 config.head_dim,
             ),
+            rings: RingLimits::new(&weights.plan, capacity),
             file,
             config,
             weights,
@@ -154,10 +157,43 @@ impl CpuEngine {
         self.threads
     }
 
+    /// Bytes the KV cache takes now (it grows on demand, up to its capacity in full layers
+    /// and its ring in sliding-window layers that keep one).
+    pub fn kv_cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
     /// Runs `batch` and appends its cache entries; its logits (`[outputs, vocab]`) are the
-    /// first values of `buffers.logits`, how many returned.
+    /// first values of `buffers.logits`, how many returned. A causal block longer than a ring
+    /// takes runs in parts (see [`ring_parts`]).
     fn forward_in_place(&mut self, batch: &Batch) -> Result<usize> {
         batch.validate(self.config.vocab_size, self.cache.len, self.cache.capacity)?;
+        self.rings.check(batch)?;
+        let Some(parts) = ring_parts(batch, &self.rings) else {
+            return self.forward_block(batch);
+        };
+        let base = self.cache.len;
+        let mut logits = Vec::new();
+        for (_, part) in &parts {
+            match self.forward_block(part) {
+                Ok(len) => logits.extend_from_slice(&self.buffers.logits[..len]),
+                Err(e) => {
+                    // No half-written block: back to where it started, or empty where the
+                    // parts run replaced what that needs.
+                    self.truncate(base);
+                    return Err(e);
+                }
+            }
+        }
+        let len = logits.len();
+        self.buffers.logits = logits;
+        Ok(len)
+    }
+
+    /// [`CpuEngine::forward_in_place`] of a block the rings take whole.
+    fn forward_block(&mut self, batch: &Batch) -> Result<usize> {
+        // Recorded first: a forward that fails has written its rows all the same.
+        self.rings.wrote(self.cache.len + batch.len());
         let len = with_team(self.threads, |team| self.run(batch, team))?;
         self.cache.len += batch.len();
         Ok(len)
@@ -247,7 +283,8 @@ impl CpuEngine {
                 q,
                 k: &self.cache.k[l],
                 v: &self.cache.v[l],
-                head_stride: self.cache.head_stride(),
+                head_stride: self.cache.head_stride(l),
+                slots: self.cache.layer_slots(l),
                 visible: &visible,
                 base,
                 n,
@@ -400,8 +437,13 @@ impl LanguageModel for CpuEngine {
         Ok(TopLogits::of_rows(data, self.config.vocab_size, k))
     }
 
+    fn truncate_floor(&self) -> usize {
+        self.rings.floor()
+    }
+
     fn truncate(&mut self, len: usize) {
-        self.cache.truncate(len);
+        let kept = self.rings.truncate(self.cache.len, len);
+        self.cache.truncate(kept);
     }
 
     fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {

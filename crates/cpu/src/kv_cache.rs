@@ -9,33 +9,53 @@ use runahead_model::{ModelError, Result};
 /// attention reads one head at a time, so each head is one contiguous stream (strided through
 /// rows holding every head, a cache behind 1,024 entries was read at 20 GB/s where one stream a
 /// head reads 26). Grown on demand, by half at least, so short runs stay small.
+///
+/// A sliding-window layer whose ring is smaller than the cache (see [`runahead_model::kv_ring`])
+/// holds at most its ring's slots, cache index `i` in slot `i % slots`: every index below the
+/// layer's slots is its own slot until the ring is full, so growing moves nothing.
 pub struct KvCache {
     pub k: Vec<Vec<f16>>, // [n_layers][kv_heads * slots * head_dim]
     pub v: Vec<Vec<f16>>, // [n_layers][kv_heads * slots * head_dim]
     pub len: usize,
     pub capacity: usize,
-    /// Slots each head's block holds now (at most `capacity`).
+    /// Slots each head's block of a full layer holds now (at most `capacity`).
     pub slots: usize,
+    /// Per layer: the ring's slots of a sliding-window layer that keeps one.
+    rings: Vec<Option<usize>>,
     kv_heads: usize,
     head_dim: usize,
 }
 
 impl KvCache {
-    pub fn new(n_layers: usize, capacity: usize, kv_heads: usize, head_dim: usize) -> Self {
+    /// A cache of `capacity` entries; `rings`: per layer, the slots of its ring, if any.
+    pub fn new(
+        rings: Vec<Option<usize>>,
+        capacity: usize,
+        kv_heads: usize,
+        head_dim: usize,
+    ) -> Self {
+        let n_layers = rings.len();
         KvCache {
             k: vec![Vec::new(); n_layers],
             v: vec![Vec::new(); n_layers],
             len: 0,
             capacity,
             slots: 0,
+            rings,
             kv_heads,
             head_dim,
         }
     }
 
-    /// Elements from one head's block to the next.
-    pub fn head_stride(&self) -> usize {
-        self.slots * self.head_dim
+    /// Slots each head's block of layer `layer` holds now: cache index `i` is in slot
+    /// `i % layer_slots`.
+    pub fn layer_slots(&self, layer: usize) -> usize {
+        self.rings[layer].map_or(self.slots, |r| self.slots.min(r))
+    }
+
+    /// Elements from one head's block to the next in layer `layer`.
+    pub fn head_stride(&self, layer: usize) -> usize {
+        self.layer_slots(layer) * self.head_dim
     }
 
     /// Makes room for slots up to `end` (at most `capacity`: the engine checks batches
@@ -47,27 +67,35 @@ impl KvCache {
         let slots = end
             .max(self.slots + self.slots / 2)
             .min(self.capacity.max(end));
-        let (old, hd) = (self.slots * self.head_dim, self.head_dim);
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-            let mut grown = vec![f16::ZERO; self.kv_heads * slots * hd];
-            for (h, block) in buf.chunks_exact(old.max(1)).enumerate() {
-                grown[h * slots * hd..][..block.len()].copy_from_slice(block);
+        let hd = self.head_dim;
+        for l in 0..self.k.len() {
+            let old = self.layer_slots(l) * hd;
+            let new = self.rings[l].map_or(slots, |r| slots.min(r));
+            if new * hd == old {
+                continue;
             }
-            *buf = grown;
+            for buf in [&mut self.k[l], &mut self.v[l]] {
+                let mut grown = vec![f16::ZERO; self.kv_heads * new * hd];
+                for (h, block) in buf.chunks_exact(old.max(1)).enumerate() {
+                    grown[h * new * hd..][..block.len()].copy_from_slice(block);
+                }
+                *buf = grown;
+            }
         }
         self.slots = slots;
     }
 
-    /// Stores `k` and `v` (`[n, kv_heads * head_dim]` each) of layer `layer` in slots
+    /// Stores `k` and `v` (`[n, kv_heads * head_dim]` each) of layer `layer` at cache indices
     /// `base..base + n`.
     pub fn write(&mut self, layer: usize, base: usize, k: &[f32], v: &[f32]) {
-        let (hd, stride) = (self.head_dim, self.head_stride());
+        let (hd, stride) = (self.head_dim, self.head_stride(layer));
+        let slots = self.layer_slots(layer);
         for (src, dst) in [(k, &mut self.k[layer]), (v, &mut self.v[layer])] {
             for (i, entry) in src.chunks_exact(self.kv_heads * hd).enumerate() {
                 for (h, head) in entry.chunks_exact(hd).enumerate() {
                     // The slice conversion rounds as `f16::from_f32` does (to nearest, ties to
                     // even), with F16C several at a time where the CPU has it.
-                    let at = h * stride + (base + i) * hd;
+                    let at = h * stride + (base + i) % slots * hd;
                     dst[at..at + hd].convert_from_f32_slice(head);
                 }
             }
@@ -78,7 +106,7 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
-    /// Keeps entries `..base` followed by `base + keep[k]`, moved to consecutive slots.
+    /// Keeps entries `..base` followed by `base + keep[k]`, moved to consecutive indices.
     pub fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {
         // `base <= len` is checked first, so `len - base` cannot underflow.
         if base > self.len
@@ -90,17 +118,26 @@ impl KvCache {
                 self.len
             )));
         }
-        let (hd, stride) = (self.head_dim, self.head_stride());
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-            for h in 0..self.kv_heads {
-                for (dst, &src) in keep.iter().enumerate() {
-                    let from = h * stride + (base + src) * hd;
-                    buf.copy_within(from..from + hd, h * stride + (base + dst) * hd);
+        let hd = self.head_dim;
+        for l in 0..self.k.len() {
+            let (slots, stride) = (self.layer_slots(l), self.head_stride(l));
+            for buf in [&mut self.k[l], &mut self.v[l]] {
+                for h in 0..self.kv_heads {
+                    for (dst, &src) in keep.iter().enumerate() {
+                        let from = h * stride + (base + src) % slots * hd;
+                        let to = h * stride + (base + dst) % slots * hd;
+                        buf.copy_within(from..from + hd, to);
+                    }
                 }
             }
         }
         self.len = base + keep.len();
         Ok(())
+    }
+
+    /// Bytes the keys and values take now.
+    pub fn bytes(&self) -> usize {
+        (self.k.iter().chain(&self.v)).map(|b| b.len() * 2).sum()
     }
 }
 
@@ -126,7 +163,7 @@ mod tests {
             -0.0,
         ];
         values[..specials.len()].copy_from_slice(&specials);
-        let mut cache = KvCache::new(1, 8, 1, kv_dim);
+        let mut cache = KvCache::new(vec![None], 8, 1, kv_dim);
         cache.reserve(5);
         let v: Vec<f32> = values.iter().map(|x| -x).collect();
         cache.write(0, 2, &values, &v);
@@ -157,7 +194,7 @@ mod tests {
                 .map(|i| value(l, i / hd, t, i % hd))
                 .collect()
         };
-        let mut cache = KvCache::new(layers, 64, heads, hd);
+        let mut cache = KvCache::new(vec![None; layers], 64, heads, hd);
         let mut written = 0;
         for n in [1, 4, 2, 9, 1, 13] {
             cache.reserve(written + n);

@@ -22,7 +22,9 @@ pub use memory::MemoryPlan;
 use std::cell::Cell;
 
 use runahead_gguf::{Gguf, GgufFile};
-use runahead_model::{Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, TopLogits};
+use runahead_model::{
+    Batch, LanguageModel, Logits, ModelConfig, ModelError, Result, RingLimits, TopLogits,
+};
 
 use crate::clock::Clock;
 use crate::GpuContext;
@@ -126,12 +128,16 @@ struct StepBuffers {
     top_k_read: wgpu::Buffer,
 }
 
-/// Per-layer KV cache buffers, `[capacity, kv_dim]` f16 each, two to a word.
+/// Per-layer KV cache buffers, `[slots, kv_dim]` f16 each, two to a word: `capacity` slots, or
+/// a sliding-window layer's ring (see [`runahead_model::kv_ring`]); cache index `i` is in slot
+/// `i % slots`.
 struct KvBuffers {
     k: Vec<wgpu::Buffer>,
     v: Vec<wgpu::Buffer>,
     /// `[MAX_ROWS, kv_dim]` scratch for compaction.
     scratch: wgpu::Buffer,
+    /// Per layer.
+    slots: Vec<usize>,
 }
 
 /// Counters for the benchmark report.
@@ -168,6 +174,8 @@ pub struct GpuModel {
     config: ModelConfig,
     capacity: usize,
     cache_len: usize,
+    /// What the sliding-window layers' rings still hold.
+    rings: RingLimits,
     dispatches: Vec<Dispatch>,
     /// Appended to `dispatches` when only each row's argmax is read back.
     argmax_dispatch: Dispatch,
@@ -294,6 +302,8 @@ impl GpuModel {
             )));
         }
         let m = batch.len();
+        // Recorded first: a forward that fails after its submit has written its rows.
+        self.rings.wrote(self.cache_len + m);
         let k = match want {
             Want::TopK(k) => k,
             _ => 0,
@@ -436,8 +446,12 @@ impl LanguageModel for GpuModel {
         Ok(parse_top_k(&words, k, self.config.vocab_size))
     }
 
+    fn truncate_floor(&self) -> usize {
+        self.rings.floor()
+    }
+
     fn truncate(&mut self, len: usize) {
-        self.cache_len = self.cache_len.min(len);
+        self.cache_len = self.rings.truncate(self.cache_len, len);
     }
 
     fn compact(&mut self, base: usize, keep: &[usize]) -> Result<()> {
@@ -455,24 +469,23 @@ impl LanguageModel for GpuModel {
         let row = (self.config.kv_dim() * 2) as u64;
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         // Through a scratch buffer: a kept row may be read after another kept row overwrote
-        // its slot if copied in place.
-        for buf in self.kv.k.iter().chain(&self.kv.v) {
+        // its slot if copied in place. Index `i` is in slot `i % slots`: a ring's kept rows
+        // go back one at a time where they wrap.
+        let layers = self.kv.k.iter().zip(&self.kv.slots);
+        for (buf, &slots) in layers.chain(self.kv.v.iter().zip(&self.kv.slots)) {
+            let slot = |index: usize| (index % slots) as u64 * row;
             for (i, &src) in keep.iter().enumerate() {
-                encoder.copy_buffer_to_buffer(
-                    buf,
-                    (base + src) as u64 * row,
-                    &self.kv.scratch,
-                    i as u64 * row,
-                    row,
-                );
+                let (from, to) = (slot(base + src), i as u64 * row);
+                encoder.copy_buffer_to_buffer(buf, from, &self.kv.scratch, to, row);
             }
-            encoder.copy_buffer_to_buffer(
-                &self.kv.scratch,
-                0,
-                buf,
-                base as u64 * row,
-                keep.len() as u64 * row,
-            );
+            let (start, end) = (base % slots, base % slots + keep.len());
+            let first = end.min(slots) - start;
+            let scratch = &self.kv.scratch;
+            encoder.copy_buffer_to_buffer(scratch, 0, buf, slot(base), first as u64 * row);
+            if first < keep.len() {
+                let rest = (keep.len() - first) as u64 * row;
+                encoder.copy_buffer_to_buffer(scratch, first as u64 * row, buf, 0, rest);
+            }
         }
         self.ctx.queue.submit([encoder.finish()]);
         self.cache_len = base + keep.len();

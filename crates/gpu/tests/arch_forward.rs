@@ -4,7 +4,9 @@
 //! q/k/v and gate/up, partial LongRoPE) and gemma3 (scaled embedding, Q/K norms, post-norms,
 //! GELU, a sliding-window layer with its own RoPE base, logit soft-capping). Then greedy
 //! speculative decoding equals plain greedy decoding on gemma3, whose window the tree rows and
-//! compaction must keep exactly.
+//! compaction must keep exactly; and with a context of 384 its sliding layer keeps a ring of
+//! 320 slots (`runahead_model::kv_ring`), which trees, compaction, truncation and speculative
+//! decoding cross (in this binary, so the pipelines lavapipe compiles are shared).
 
 mod common;
 
@@ -15,7 +17,7 @@ use pollster::block_on;
 use runahead_gguf::GgufFile;
 use runahead_gpu::{GpuContext, GpuModel};
 use runahead_model::testing::TinyModel;
-use runahead_model::{Batch, CpuModel, LanguageModel, ModelError};
+use runahead_model::{ring_slots, Batch, CpuModel, LanguageModel, Logits, ModelError};
 use runahead_speculate::{
     generate_with, Depth, Drafter, GenerateOptions, Generation, ModelDrafter, NgramDrafter,
     SamplingParams,
@@ -133,6 +135,130 @@ fn speculative_equals_plain(ctx: &GpuContext, prompts: usize) {
 #[test]
 fn greedy_speculative_equals_plain_on_gemma3() {
     speculative_equals_plain(&tiny_ctx(), 2);
+}
+
+const WINDOW: usize = 8;
+const RING: usize = 320;
+/// Past the ring, so the sliding layer keeps one.
+const RING_CONTEXT: usize = 384;
+
+/// The tiny gemma3 with a context of [`RING_CONTEXT`]: its sliding layer keeps a ring.
+fn gemma3_ring() -> GgufFile {
+    let spec = TinyModel {
+        context: RING_CONTEXT,
+        ..TinyModel::gemma3()
+    };
+    GgufFile::from_bytes(spec.to_gguf()).unwrap()
+}
+
+fn rows(l: &Logits) -> Vec<Vec<f32>> {
+    (0..l.n_rows()).map(|i| l.row(i).to_vec()).collect()
+}
+
+fn forward<M: LanguageModel>(m: &mut M, batch: &Batch) -> Vec<Vec<f32>> {
+    rows(&block_on(m.forward(batch)).unwrap())
+}
+
+fn one_by_one<M: LanguageModel>(m: &mut M, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut out = Vec::new();
+    for &t in tokens {
+        let pos = m.cache_len();
+        out.extend(forward(m, &Batch::causal(&[t], pos)));
+    }
+    out
+}
+
+fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
+    let (d, i) = max_rel_diff(&got.concat(), &want.concat());
+    assert!(d < TOL, "{what}: logits differ by {d} at {i}");
+}
+
+/// Against the f32 reference, which keeps every entry: a prompt past the ring's wrap, a tree
+/// and its compaction across the wrap, truncation down to the floor and past it; and the
+/// memory plan counts the ring.
+#[test]
+fn a_sliding_ring_follows_the_reference_through_trees_compaction_and_truncation() {
+    assert_eq!(ring_slots(WINDOW), RING);
+    let f = gemma3_ring();
+    let prompt: Vec<u32> = (0..360u32).map(|i| 3 + i * 37 % 200).collect();
+    let mut reference = CpuModel::load(&f, None).unwrap();
+    let want = forward(&mut reference, &Batch::causal(&prompt, 0));
+    for (shape, ctx) in shape_ctxs() {
+        let mut g = GpuModel::load(&ctx, &f, Some(RING_CONTEXT)).unwrap();
+        // f16 keys and values: layer 0 its ring, layer 1 every entry.
+        let kv_dim = g.config().kv_dim();
+        assert_eq!(
+            g.memory().kv_cache,
+            (2 * (RING + RING_CONTEXT) * kv_dim * 2) as u64,
+            "{shape}"
+        );
+        let all = forward(&mut g, &Batch::causal(&prompt, 0));
+        assert_close(&all, &want, shape);
+
+        // A tree whose entries straddle the ring's wrap (indices 318..323, slots 318..3): its
+        // rows are its chains', and the path kept by compaction continues as that chain.
+        let tokens = [10, 11, 12, 13, 14];
+        let parents = [None, Some(0), Some(1), Some(0), None];
+        let base = RING - 2;
+        g.truncate(base);
+        let tree = forward(&mut g, &Batch::tree(&tokens, &parents, base).unwrap());
+        g.truncate(base);
+        let abc = forward(&mut g, &Batch::causal(&[10, 11, 12], base));
+        g.truncate(base);
+        let ad = forward(&mut g, &Batch::causal(&[10, 13], base));
+        assert!(
+            tree[..3] == abc[..] && tree[3] == ad[1],
+            "{shape}: tree rows"
+        );
+        g.truncate(base);
+        forward(&mut g, &Batch::tree(&tokens, &parents, base).unwrap());
+        g.compact(base, &[0, 3]).unwrap();
+        let next = one_by_one(&mut g, &[20, 21]);
+        let mut path = prompt[..base].to_vec();
+        path.extend([10, 13, 20, 21]);
+        let mut fresh = GpuModel::load(&ctx, &f, Some(RING_CONTEXT)).unwrap();
+        let fresh_rows = forward(&mut fresh, &Batch::causal(&path, 0));
+        assert!(
+            next[..] == fresh_rows[base + 2..],
+            "{shape}: after compaction"
+        );
+        reference.truncate(0);
+        let want_path = forward(&mut reference, &Batch::causal(&path, 0));
+        assert_close(&next, &want_path[base + 2..], shape);
+
+        // The ring holds indices 40.. (360 written): a query at 47 sees 40..=47.
+        let floor = g.truncate_floor();
+        assert_eq!(floor, 360 + WINDOW - RING - 1, "{shape}");
+        g.truncate(floor);
+        assert_eq!(g.cache_len(), floor);
+        let after = one_by_one(&mut g, &prompt[floor..floor + 3]);
+        assert!(after == all[floor..floor + 3], "{shape}: at the floor");
+        g.truncate(floor - 1);
+        assert_eq!((g.cache_len(), g.truncate_floor()), (0, 0), "{shape}");
+        let again = forward(&mut g, &Batch::causal(&prompt[..floor + 3], 0));
+        assert!(again == all[..floor + 3], "{shape}: again");
+    }
+}
+
+/// Greedy speculative decoding (a draft model on the same engine, whose trees are compacted
+/// at every step; n-grams) gives what plain decoding gives across the ring's wrap (on the
+/// emulated kernels, as above).
+#[test]
+fn greedy_speculative_equals_plain_across_a_sliding_ring() {
+    let f = gemma3_ring();
+    let ctx = tiny_ctx();
+    let load = || GpuModel::load(&ctx, &f, Some(RING_CONTEXT)).unwrap();
+    let prompt: Vec<u32> = (0..316u32).map(|i| 3 + (i * 7) % 11).collect();
+    let mut g = load();
+    let plain = run(&mut g, None, &prompt, Depth::default());
+    let mut drafters: Vec<Box<dyn Drafter>> = vec![
+        Box::new(ModelDrafter::new(load())),
+        Box::new(NgramDrafter::default()),
+    ];
+    for d in &mut drafters {
+        let out = run(&mut g, Some(d.as_mut()), &prompt, Depth::Fixed(6));
+        assert_eq!(out.tokens, plain.tokens, "{}", d.name());
+    }
 }
 
 /// A tensor the plan does not read is refused by name, as every engine refuses it.

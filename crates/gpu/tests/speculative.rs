@@ -151,6 +151,10 @@ impl LanguageModel for WholeRows {
     ) -> runahead_model::Result<TopLogits> {
         Ok(TopLogits::of(&self.0.forward(batch).await?, k))
     }
+    fn truncate_floor(&self) -> usize {
+        self.0.truncate_floor()
+    }
+
     fn truncate(&mut self, len: usize) {
         self.0.truncate(len)
     }

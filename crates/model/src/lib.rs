@@ -10,6 +10,7 @@ mod chat;
 mod config;
 mod cpu;
 mod error;
+pub mod kv_ring;
 mod lm;
 mod pre_tokenize;
 mod tensors;
@@ -27,6 +28,7 @@ pub use chat::{
 pub use config::{ModelConfig, RopeMode, TensorNames};
 pub use cpu::{gelu_tanh, CpuModel, Rope};
 pub use error::ModelError;
+pub use kv_ring::{ring_parts, ring_slots, RingLimits, RING_BLOCK};
 pub use lm::{
     argmax, argmax_rows, argmax_rows_of, log_sum_exp, top_k_of, Batch, LanguageModel, Logits, Mask,
     TopLogits,

@@ -331,7 +331,17 @@ pub trait LanguageModel {
     /// [`TopLogits::of`] their logits).
     async fn forward_top_k(&mut self, batch: &Batch, k: usize) -> Result<TopLogits>;
 
-    /// Drops cache entries `len..`. O(1).
+    /// The shortest cache length other than 0 that [`LanguageModel::truncate`] keeps exactly:
+    /// an engine whose sliding-window layers keep only a ring of their latest entries (see
+    /// [`crate::kv_ring`]) has lost the entries a shorter cache's next token would attend to.
+    /// 0 for an engine that keeps every entry. Truncating within the last forward's block is
+    /// always exact.
+    fn truncate_floor(&self) -> usize;
+
+    /// Drops cache entries `len..`. O(1). A `len` other than 0 below
+    /// [`LanguageModel::truncate_floor`] empties the cache instead (never a cache that gives
+    /// other logits than computing its entries again): [`LanguageModel::cache_len`] says what
+    /// was kept.
     fn truncate(&mut self, len: usize);
 
     /// Keeps cache entries `..base` followed by the block entries `base + keep[k]` (in that

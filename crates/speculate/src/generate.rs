@@ -274,15 +274,23 @@ impl KvTokens {
     }
 
     /// How many leading tokens of `prompt` the cache already holds, leaving at least the last
-    /// one to compute (its logits pick the first new token).
-    fn reusable(&self, prompt: &[u32], cache_len: usize) -> usize {
+    /// one to compute (its logits pick the first new token): none where that is shorter than
+    /// the engine truncates to exactly ([`LanguageModel::truncate_floor`]).
+    fn reusable(&self, prompt: &[u32], model: &impl LanguageModel) -> usize {
         let common = self
             .0
             .iter()
             .zip(prompt)
             .take_while(|(a, b)| a == b)
             .count();
-        common.min(cache_len).min(prompt.len().saturating_sub(1))
+        let common = common
+            .min(model.cache_len())
+            .min(prompt.len().saturating_sub(1));
+        if common < model.truncate_floor() {
+            0
+        } else {
+            common
+        }
     }
 }
 
@@ -390,7 +398,7 @@ pub(crate) async fn generate_reporting<M: LanguageModel, D: Drafter + ?Sized>(
     // Taken out until the end: a generation that fails leaves no record, so the next one
     // computes everything instead of trusting a cache this one left half-written.
     let previous = std::mem::take(cached);
-    let reused = previous.reusable(prompt, model.cache_len());
+    let reused = previous.reusable(prompt, model);
     stats.cached_tokens = reused;
     let mut next = prefill(model, prompt, reused, &mut sampler, guide.as_mut()).await?;
     if let Some(d) = drafter.as_deref_mut() {

@@ -75,6 +75,8 @@ impl<M: LanguageModel> ModelDrafter<M> {
             .count()
             .min(tokens.len().saturating_sub(usize::from(keep_last)));
         self.model.truncate(shared);
+        // A sliding-window ring that no longer holds what `shared` needs empties the cache.
+        let shared = self.model.cache_len();
         self.cached.truncate(shared);
         let rest = &tokens[shared..];
         let last_chunk = rest.len().div_ceil(CATCH_UP_CHUNK).saturating_sub(1);

@@ -56,6 +56,10 @@ impl LanguageModel for Busy {
         self.inner.forward_top_k(batch, k).await
     }
 
+    fn truncate_floor(&self) -> usize {
+        self.inner.truncate_floor()
+    }
+
     fn truncate(&mut self, len: usize) {
         self.inner.truncate(len)
     }

@@ -98,6 +98,9 @@ impl LanguageModel for Markov {
         self.cache.extend_from_slice(&batch.tokens);
         Ok(Logits { data, vocab: V })
     }
+    fn truncate_floor(&self) -> usize {
+        0
+    }
     fn truncate(&mut self, len: usize) {
         self.cache.truncate(len);
     }

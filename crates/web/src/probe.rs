@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use runahead_gguf::{Gguf, GgufError, DEFAULT_HEADER_BUDGET};
-use runahead_model::{model_template, ChatTemplate, ModelConfig, ModelError, Tokenizer};
+use runahead_model::{model_template, ChatTemplate, ModelConfig, ModelError, Plan, Tokenizer};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
@@ -81,7 +81,8 @@ struct Shape {
     /// KV cache size in tokens at the requested context (default 4096, capped by the trained
     /// context), as either engine sizes it.
     context: usize,
-    /// Keys and values of every layer for `context` tokens, f16.
+    /// Keys and values of every layer for `context` tokens, f16 (a sliding-window layer its
+    /// ring where that is smaller).
     kv_cache_bytes: u64,
     /// One layer's keys (or values): one storage binding on the GPU engine.
     kv_cache_layer_bytes: u64,
@@ -330,11 +331,14 @@ fn describe(header: &Gguf, file_size: Option<u64>, context: Option<usize>) -> Pr
         weights_bytes,
         largest_tensor: largest,
         max_row_bytes: header.tensors.iter().map(row_bytes).max().unwrap_or(0),
-        shape: config.ok().map(|c| shape(&c, context)),
+        shape: config
+            .ok()
+            .map(|c| shape(&c, Plan::from_header(header).ok(), context)),
     }
 }
 
-fn shape(c: &ModelConfig, context: Option<usize>) -> Shape {
+/// `plan` counts the rings of sliding-window layers (see `runahead_model::kv_ring`).
+fn shape(c: &ModelConfig, plan: Option<Plan>, context: Option<usize>) -> Shape {
     // The GPU engine's default and the CPU engine's in the page are the same 4096 tokens, each
     // capped by the trained context.
     let context = context
@@ -354,7 +358,10 @@ fn shape(c: &ModelConfig, context: Option<usize>) -> Shape {
         vocab: c.vocab_size,
         trained_context: c.context_length,
         context,
-        kv_cache_bytes: layer.saturating_mul(2).saturating_mul(c.n_layers as u64),
+        kv_cache_bytes: plan.map_or(
+            layer.saturating_mul(2).saturating_mul(c.n_layers as u64),
+            |p| p.kv_cache_bytes(context),
+        ),
         kv_cache_layer_bytes: layer,
         logits_bytes: (runahead_gpu::MAX_ROWS as u64)
             .saturating_mul(c.vocab_size as u64)

@@ -8,7 +8,8 @@ use wgpu::BufferUsages as U;
 
 use runahead_gguf::{Gguf, TensorData};
 use runahead_model::{
-    Activation, ModelConfig, ModelError, Plan, Result, RopeFactors, RopeMode, Step, Tensor,
+    Activation, ModelConfig, ModelError, Plan, Result, RingLimits, RopeFactors, RopeMode, Step,
+    Tensor,
 };
 
 use super::fill::Uploads;
@@ -308,8 +309,11 @@ pub(super) fn load<'a>(
         .file_bytes
         .saturating_add(widening_growth(header, &plan)?)
         .saturating_add(aux_growth(&plan, factors.as_ref()));
-    let size = BufferSizes::of(c, capacity)?;
-    let memory = size.check(ctx, c, tensors)?;
+    // A sliding-window layer whose ring is smaller than the cache keeps only the ring.
+    let rings = plan.rings(capacity);
+    let kv_rows = plan.kv_rows(capacity);
+    let size = BufferSizes::of(c, capacity, &kv_rows)?;
+    let memory = size.check(ctx, tensors)?;
 
     let step = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("step"),
@@ -325,14 +329,18 @@ pub(super) fn load<'a>(
     };
     let act = Activations::new(&b, &size)?;
     let io = step_buffers(&b, &size)?;
+    let layer_bytes = (kv_rows.iter())
+        .map(|&rows| BufferSizes::kv_layer(c, rows))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     let kv = KvBuffers {
-        k: (0..c.n_layers)
-            .map(|l| b.storage(&format!("k_cache.{l}"), size.kv_cache_layer))
+        k: (layer_bytes.iter().enumerate())
+            .map(|(l, &bytes)| b.storage(&format!("k_cache.{l}"), bytes))
             .collect::<Result<_>>()?,
-        v: (0..c.n_layers)
-            .map(|l| b.storage(&format!("v_cache.{l}"), size.kv_cache_layer))
+        v: (layer_bytes.iter().enumerate())
+            .map(|(l, &bytes)| b.storage(&format!("v_cache.{l}"), bytes))
             .collect::<Result<_>>()?,
         scratch: b.storage("kv_scratch", size.kv_rows)?,
+        slots: kv_rows,
     };
 
     let token_embd = embed(&mut b, &plan, &io, &act)?;
@@ -342,9 +350,10 @@ pub(super) fn load<'a>(
     // (reading SiLU, + residual); ten otherwise (both norms and the SiLU step on their own).
     // A GELU FFN takes its elementwise step on its own, post-norms one dispatch each. A product
     // whose matrices differ in block format takes one dispatch per run of equal ones.
-    for l in 0..c.n_layers {
+    for (l, ring) in rings.iter().enumerate() {
         let buffers = (&act, &io, &kv);
-        layer(&mut b, &plan, l, (capacity, factors.as_ref()), buffers)?;
+        let slots = (capacity, ring.unwrap_or(0));
+        layer(&mut b, &plan, l, (slots, factors.as_ref()), buffers)?;
     }
     let (argmax_dispatch, top_k_dispatch) = logits(&mut b, &plan, token_embd, &act, &io)?;
     ctx.check()?;
@@ -354,6 +363,7 @@ pub(super) fn load<'a>(
         config,
         capacity,
         cache_len: 0,
+        rings: RingLimits::new(&plan, capacity),
         dispatches: b.dispatches,
         argmax_dispatch,
         top_k_dispatch,
@@ -581,7 +591,7 @@ fn layer(
     b: &mut Builder,
     plan: &Plan,
     l: usize,
-    (capacity, factors): (usize, Option<&(String, usize)>),
+    ((capacity, ring), factors): ((usize, usize), Option<&(String, usize)>),
     (act, io, kv): (&Activations, &StepBuffers, &KvBuffers),
 ) -> Result<()> {
     let ctx = b.ctx;
@@ -617,6 +627,7 @@ fn layer(
         a.rope_freq_scale.to_bits(),
         plan.rope_attn_factor.to_bits(),
         factors.is_some() as u32,
+        ring as u32,
     ];
     b.push(
         Op::QkvRopeStore,
@@ -638,6 +649,7 @@ fn layer(
         chunk as u32,
         kernels::attention_chunks(capacity) as u32,
         a.window.map_or(0, |w| w.min(u32::MAX as usize) as u32),
+        ring as u32,
     ];
     let attention_buffers = [
         &act.q,

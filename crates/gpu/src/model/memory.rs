@@ -29,8 +29,11 @@ pub(super) struct BufferSizes {
     pub partials: u64,
     /// `[MAX_ROWS, vocab]`: logits on the device and their readback copy.
     pub logits: u64,
-    /// `[capacity, kv_dim]` f16: one layer's keys (or values).
+    /// `[capacity, kv_dim]` f16: one full layer's keys (or values); a sliding-window layer that
+    /// keeps a ring holds `[ring, kv_dim]` (see [`runahead_model::kv_ring`]).
     pub kv_cache_layer: u64,
+    /// Every layer's keys and values, rings counted.
+    pub kv_cache: u64,
     /// `[MAX_ROWS, 1 + MAX_ROWS]`: each row's visible block indices.
     pub visible: u64,
     /// `[MAX_ROWS, TOP_K_ROW_WORDS]`.
@@ -44,7 +47,8 @@ pub(super) struct BufferSizes {
 pub struct MemoryPlan {
     /// Weight matrices as stored in the file, plus the vectors as f32.
     pub weights: u64,
-    /// Keys and values of every layer for `capacity` tokens.
+    /// Keys and values of every layer for `capacity` tokens (a sliding-window layer's ring
+    /// where it is smaller).
     pub kv_cache: u64,
     /// Activations, logits, readback and parameter buffers.
     pub activations: u64,
@@ -72,8 +76,18 @@ fn words(what: &str, a: usize, b: usize, c: usize) -> Result<u64, GpuError> {
 }
 
 impl BufferSizes {
-    pub fn of(c: &ModelConfig, capacity: usize) -> Result<Self, GpuError> {
+    /// The sizes for `c` with a cache of `capacity` entries, each layer keeping `kv_rows` of
+    /// them ([`runahead_model::Plan::kv_rows`]).
+    pub fn of(c: &ModelConfig, capacity: usize, kv_rows: &[usize]) -> Result<Self, GpuError> {
         let r = MAX_ROWS;
+        let mut kv_cache = 0u64;
+        for &rows in kv_rows {
+            let layer = Self::kv_layer(c, rows)?;
+            kv_cache = layer
+                .checked_mul(2)
+                .and_then(|b| b.checked_add(kv_cache))
+                .ok_or_else(|| overflow("KV cache"))?;
+        }
         Ok(BufferSizes {
             width: words("activation width", r, c.n_embd, 1)?,
             q_width: words("query width", r, c.q_dim(), 1)?,
@@ -96,11 +110,18 @@ impl BufferSizes {
             )?,
             logits: words("logits", r, c.vocab_size, 1)?,
             // f16, two to a word (kv_dim is a multiple of 4).
-            kv_cache_layer: words("KV cache", capacity, c.kv_dim() / 2, 1)?,
+            kv_cache_layer: Self::kv_layer(c, capacity)?,
+            kv_cache,
             visible: words("visibility lists", r, 1 + r, 1)?,
             top_k: words("top-k output", r, TOP_K_ROW_WORDS, 1)?,
             per_row: words("row inputs", r, 1, 1)?,
         })
+    }
+
+    /// Bytes of one layer's keys (or values) for `rows` entries: f16, two to a word (kv_dim is a
+    /// multiple of 4).
+    pub fn kv_layer(c: &ModelConfig, rows: usize) -> Result<u64, GpuError> {
+        words("KV cache", rows, c.kv_dim() / 2, 1)
     }
 
     /// The storage buffers whose size depends on the model: one binding must hold each.
@@ -122,12 +143,7 @@ impl BufferSizes {
 
     /// Checks every buffer against the device's binding and buffer limits, then the whole model
     /// (with `tensors`, the weights the file holds) against the context's memory budget.
-    pub fn check(
-        &self,
-        ctx: &GpuContext,
-        c: &ModelConfig,
-        tensors: TensorTotals,
-    ) -> Result<MemoryPlan, GpuError> {
+    pub fn check(&self, ctx: &GpuContext, tensors: TensorTotals) -> Result<MemoryPlan, GpuError> {
         for bytes in self.bindings() {
             if bytes > ctx.max_binding_size {
                 return Err(GpuError::LimitTooSmall {
@@ -137,7 +153,7 @@ impl BufferSizes {
                 });
             }
         }
-        let plan = self.plan(c, tensors)?;
+        let plan = self.plan(tensors)?;
         if let Some(budget) = ctx.memory_budget {
             if plan.total() > budget {
                 return Err(GpuError::OverMemoryBudget {
@@ -152,7 +168,7 @@ impl BufferSizes {
         Ok(plan)
     }
 
-    fn plan(&self, c: &ModelConfig, tensors: TensorTotals) -> Result<MemoryPlan, GpuError> {
+    fn plan(&self, tensors: TensorTotals) -> Result<MemoryPlan, GpuError> {
         // Sum of count x bytes, checked: the sizes come from an untrusted file.
         let sum = |what: &str, parts: &[(u64, u64)]| {
             parts
@@ -162,10 +178,7 @@ impl BufferSizes {
                 })
                 .ok_or_else(|| overflow(what))
         };
-        let kv_cache = sum(
-            "KV cache",
-            &[((c.n_layers as u64).saturating_mul(2), self.kv_cache_layer)],
-        )?;
+        let kv_cache = self.kv_cache;
         let activations = sum(
             "activations",
             &[

@@ -58,6 +58,10 @@ impl<M: LanguageModel> LanguageModel for Counting<M> {
         self.inner.forward_top_k(batch, k).await
     }
 
+    fn truncate_floor(&self) -> usize {
+        self.inner.truncate_floor()
+    }
+
     fn truncate(&mut self, len: usize) {
         self.inner.truncate(len)
     }
