@@ -13,9 +13,10 @@
 // models/), BENCH_CONFIGS (default "cpu:1,cpu:2,webgpu"; cpu:2 is skipped without
 // pkg/wasm-threads), BENCH_WEBGPU_MODELS (the models WebGPU runs, default SmolLM2 only:
 // SwiftShader is a CPU emulation), BENCH_TOKENS (default 160), BENCH_DRAFTERS (default
-// "ngram,suffix"), BENCH_TASKS (the first N tasks, default all), CHROMIUM.
+// "ngram,suffix"), BENCH_TASKS (task names, comma-separated; default all), CHROMIUM.
 
 import { existsSync, readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { chromiumFlags, root, serve } from '../../tests/e2e/serve.mjs';
@@ -36,13 +37,16 @@ const DRAFTERS = (process.env.BENCH_DRAFTERS ?? 'ngram,suffix').split(',');
 
 const suite = JSON.parse(readFileSync(join(root, 'bench/extraction-tasks.json'), 'utf8'));
 // The prompt the native suite builds (crates/grammar/examples/extraction.rs), as one user message.
-const TASKS = suite.tasks.slice(0, Number(process.env.BENCH_TASKS ?? suite.tasks.length)).map((t) => ({
+const only = process.env.BENCH_TASKS?.split(',');
+const TASKS = suite.tasks.filter((t) => !only || only.includes(t.name)).map((t) => ({
   name: t.name,
   prompt: `${suite.instruction}\nText: ${t.text}\nSchema: ${JSON.stringify(t.schema)}`,
   schema: t.schema,
 }));
 
 // Cross-origin isolated, so the threaded build can run.
+// The machine's load when the run starts and ends: other work on the cores skews the timings.
+const loadAtStart = loadavg();
 const isolation = {
   'cross-origin-opener-policy': 'same-origin',
   'cross-origin-embedder-policy': 'require-corp',
@@ -137,6 +141,7 @@ console.log(JSON.stringify({
   greedy: true,
   same_tokens_as_plain: same,
   date: new Date().toISOString(),
+  load_average: { start: loadAtStart, end: loadavg() },
   results,
 }, null, 2));
 if (!same) process.exitCode = 1;
