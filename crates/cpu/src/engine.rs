@@ -16,7 +16,8 @@ use crate::kv_cache::KvCache;
 use crate::matmul::{matmul_gated, matmul_many, Matrix};
 use crate::ops::{add_bias, add_in_place, rms_norm};
 use crate::pool::{with_team, Team};
-use crate::weights::{GateUp, Qkv, Weights};
+use crate::weights::{self, Weights};
+use runahead_model::weights::{GateUp, Qkv};
 
 /// How to run a model.
 #[derive(Clone, Debug, Default)]
@@ -108,7 +109,7 @@ pub fn default_threads() -> usize {
 impl CpuEngine {
     /// Prepares `file`'s model; its matrices are read from the file's bytes at every forward.
     pub fn load(file: Arc<GgufFile>, options: &CpuOptions) -> Result<Self> {
-        let mut weights = Weights::load(&file)?;
+        let mut weights = weights::load(&file)?;
         let config = weights.plan.config.clone();
         let capacity = options
             .context
@@ -125,7 +126,7 @@ impl CpuEngine {
             None => Kernels::best(),
             Some(isa) => Kernels::new(isa).ok_or(CpuError::KernelsUnavailable(isa.name()))?,
         };
-        weights.pack(&file, kernels);
+        weights::pack(&mut weights, &file, kernels);
         let factors = (weights.rope_factors.as_ref()).map(|(a, b)| (a.as_slice(), b.as_deref()));
         let ropes = weights.plan.ropes(capacity, factors);
         Ok(CpuEngine {

@@ -11,10 +11,10 @@ use crate::lm::{argmax_rows, Batch, LanguageModel, Logits, TopLogits};
 use crate::{Activation, ModelConfig, ModelError, Result};
 use runahead_gguf::GgufFile;
 
+use crate::weights::{GateUp, Qkv};
 use math::{add_in_place, matmul, rms_norm};
 pub use math::{gelu_tanh, Rope};
-pub use weights::CpuWeights;
-use weights::{GateUp, Qkv};
+use weights::CpuWeights;
 
 /// Per-layer KV cache: `[capacity, kv_dim]` each, row `slot` holding the key (value) of the
 /// token in that slot. Values are rounded to f16 precision on write, as the GPU engine stores
@@ -62,7 +62,7 @@ impl CpuModel {
     /// Decodes the model's weights to f32. `context` caps the KV cache (and the positions
     /// a forward may use); `None` means the model's trained context length.
     pub fn load(file: &GgufFile, context: Option<usize>) -> Result<Self> {
-        let weights = CpuWeights::load(file)?;
+        let weights = weights::load(file)?;
         let plan = &weights.plan;
         let config = plan.config.clone();
         let capacity = context

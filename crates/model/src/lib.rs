@@ -17,6 +17,7 @@ mod tensors;
 pub mod testing;
 mod tokenizer;
 
+pub use arch::weights;
 pub use arch::{
     Activation, Architecture, AttentionPlan, LayerPlan, Plan, RopeFactors, Step, Tensor,
 };

@@ -17,6 +17,7 @@ mod phi3;
 mod qwen2;
 mod qwen3;
 mod tensor;
+pub mod weights;
 
 use runahead_gguf::{Gguf, GgufError, Metadata};
 
