@@ -239,3 +239,39 @@ fn speculative_decoding_and_cache_reuse_past_the_ring() {
         assert_eq!(out.tokens, fresh.tokens, "{what}");
     }
 }
+
+/// Gemma-3-270M (`scripts/fetch-models.sh gemma3`: window 512, five sliding layers to a global
+/// one) at a context of 2,048, where its sliding layers keep rings of 768 slots: a prompt of
+/// about 1,000 tokens wraps them, and greedy speculative decoding gives what plain decoding
+/// gives. Ignored: the file is not part of the default fetch.
+#[test]
+#[ignore = "needs models/gemma-3-270m-q4_k_m.gguf (scripts/fetch-models.sh gemma3)"]
+fn gemma3_270m_speculative_equals_plain_past_its_rings() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../models/gemma-3-270m-q4_k_m.gguf");
+    let file =
+        Arc::new(GgufFile::open(&path).unwrap_or_else(|e| panic!("{e}: {}", path.display())));
+    let tok = runahead_model::Tokenizer::from_metadata(&file.header.metadata).unwrap();
+    let text = "Speculative decoding drafts a few tokens and verifies them in one forward pass. ";
+    let prompt: Vec<u32> = tok
+        .encode(&text.repeat(70))
+        .unwrap()
+        .into_iter()
+        .take(1000)
+        .collect();
+    assert!(prompt.len() > ring_slots(512), "{} tokens", prompt.len());
+    let o = CpuOptions {
+        context: Some(2048),
+        ..CpuOptions::default()
+    };
+    let mut m = CpuEngine::load(file.clone(), &o).unwrap();
+    let plain = generate(&mut m, None, &mut KvTokens::default(), &prompt);
+    assert!(m.truncate_floor() > 0, "the rings wrapped");
+    let mut ngram = NgramDrafter::default();
+    let out = generate(&mut m, Some(&mut ngram), &mut KvTokens::default(), &prompt);
+    assert_eq!(out.tokens, plain.tokens);
+    assert!(out.stats.accepted > 0, "some drafts accepted");
+    let mut draft = ModelDrafter::new(CpuEngine::load(file, &o).unwrap());
+    let out = generate(&mut m, Some(&mut draft), &mut KvTokens::default(), &prompt);
+    assert_eq!(out.tokens, plain.tokens, "a draft model on the same engine");
+}
