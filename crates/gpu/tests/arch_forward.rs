@@ -173,16 +173,22 @@ fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
     assert!(d < TOL, "{what}: logits differ by {d} at {i}");
 }
 
-/// Against the f32 reference, which keeps every entry: a prompt past the ring's wrap, a tree
-/// and its compaction across the wrap, truncation down to the floor and past it; and the
-/// memory plan counts the ring.
+/// Against the f32 reference, which keeps every entry: a tree and its compaction across the
+/// ring's wrap, truncation down to the floor and past it; and the memory plan counts the ring.
+/// (A 64-row forward takes about half a second on lavapipe: the prompt is as short as reaching
+/// the wrap allows.)
 #[test]
 fn a_sliding_ring_follows_the_reference_through_trees_compaction_and_truncation() {
     assert_eq!(ring_slots(WINDOW), RING);
     let f = gemma3_ring();
-    let prompt: Vec<u32> = (0..360u32).map(|i| 3 + i * 37 % 200).collect();
+    // A tree after the prompt straddles the ring's wrap (indices 318..323, slots 318..3).
+    let base = RING - 2;
+    let prompt: Vec<u32> = (0..base as u32).map(|i| 3 + i * 37 % 200).collect();
+    let tokens = [10, 11, 12, 13, 14];
+    let parents = [None, Some(0), Some(1), Some(0), None];
     let mut reference = CpuModel::load(&f, None).unwrap();
     let want = forward(&mut reference, &Batch::causal(&prompt, 0));
+    let want_path = forward(&mut reference, &Batch::causal(&[10, 13, 20, 21], base));
     for (shape, ctx) in shape_ctxs() {
         let mut g = GpuModel::load(&ctx, &f, Some(RING_CONTEXT)).unwrap();
         // f16 keys and values: layer 0 its ring, layer 1 every entry.
@@ -195,12 +201,8 @@ fn a_sliding_ring_follows_the_reference_through_trees_compaction_and_truncation(
         let all = forward(&mut g, &Batch::causal(&prompt, 0));
         assert_close(&all, &want, shape);
 
-        // A tree whose entries straddle the ring's wrap (indices 318..323, slots 318..3): its
-        // rows are its chains', and the path kept by compaction continues as that chain.
-        let tokens = [10, 11, 12, 13, 14];
-        let parents = [None, Some(0), Some(1), Some(0), None];
-        let base = RING - 2;
-        g.truncate(base);
+        // The tree's rows are its chains', and the path kept by compaction continues as that
+        // chain does in the reference.
         let tree = forward(&mut g, &Batch::tree(&tokens, &parents, base).unwrap());
         g.truncate(base);
         let abc = forward(&mut g, &Batch::causal(&[10, 11, 12], base));
@@ -214,21 +216,11 @@ fn a_sliding_ring_follows_the_reference_through_trees_compaction_and_truncation(
         forward(&mut g, &Batch::tree(&tokens, &parents, base).unwrap());
         g.compact(base, &[0, 3]).unwrap();
         let next = one_by_one(&mut g, &[20, 21]);
-        let mut path = prompt[..base].to_vec();
-        path.extend([10, 13, 20, 21]);
-        let mut fresh = GpuModel::load(&ctx, &f, Some(RING_CONTEXT)).unwrap();
-        let fresh_rows = forward(&mut fresh, &Batch::causal(&path, 0));
-        assert!(
-            next[..] == fresh_rows[base + 2..],
-            "{shape}: after compaction"
-        );
-        reference.truncate(0);
-        let want_path = forward(&mut reference, &Batch::causal(&path, 0));
-        assert_close(&next, &want_path[base + 2..], shape);
+        assert_close(&next, &want_path[2..], shape);
 
-        // The ring holds indices 40.. (360 written): a query at 47 sees 40..=47.
+        // The ring holds indices 3.. (323 written): a query at 10 sees 3..=10.
         let floor = g.truncate_floor();
-        assert_eq!(floor, 360 + WINDOW - RING - 1, "{shape}");
+        assert_eq!(floor, base + tokens.len() + WINDOW - RING - 1, "{shape}");
         g.truncate(floor);
         assert_eq!(g.cache_len(), floor);
         let after = one_by_one(&mut g, &prompt[floor..floor + 3]);
@@ -240,9 +232,9 @@ fn a_sliding_ring_follows_the_reference_through_trees_compaction_and_truncation(
     }
 }
 
-/// Greedy speculative decoding (a draft model on the same engine, whose trees are compacted
-/// at every step; n-grams) gives what plain decoding gives across the ring's wrap (on the
-/// emulated kernels, as above).
+/// Greedy speculative decoding with a draft model on the same engine (its trees compacted at
+/// every step) gives what plain decoding gives across the ring's wrap (on the emulated
+/// kernels, as above).
 #[test]
 fn greedy_speculative_equals_plain_across_a_sliding_ring() {
     let f = gemma3_ring();
@@ -251,14 +243,10 @@ fn greedy_speculative_equals_plain_across_a_sliding_ring() {
     let prompt: Vec<u32> = (0..316u32).map(|i| 3 + (i * 7) % 11).collect();
     let mut g = load();
     let plain = run(&mut g, None, &prompt, Depth::default());
-    let mut drafters: Vec<Box<dyn Drafter>> = vec![
-        Box::new(ModelDrafter::new(load())),
-        Box::new(NgramDrafter::default()),
-    ];
-    for d in &mut drafters {
-        let out = run(&mut g, Some(d.as_mut()), &prompt, Depth::Fixed(6));
-        assert_eq!(out.tokens, plain.tokens, "{}", d.name());
-    }
+    let mut draft = ModelDrafter::new(load());
+    let out = run(&mut g, Some(&mut draft), &prompt, Depth::Fixed(6));
+    assert_eq!(out.tokens, plain.tokens);
+    assert!(out.stats.accepted > 0, "some drafts accepted");
 }
 
 /// A tensor the plan does not read is refused by name, as every engine refuses it.
