@@ -4,17 +4,20 @@
 //! entry: a long prompt, a tree and its compaction across the wrap, truncation down to the
 //! floor and past it, and greedy speculative decoding and cache reuse past the ring.
 
+mod common;
+
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use common::random_trees::RandomTrees;
 use pollster::block_on;
 use runahead_cpu::{CpuEngine, CpuOptions, Isa};
 use runahead_gguf::GgufFile;
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::{ring_slots, Batch, CpuModel, LanguageModel, Logits, ModelError};
+use runahead_model::{ring_slots, Batch, CpuModel, LanguageModel, Logits};
 use runahead_speculate::{
-    generate_cached, ready, Depth, Draft, DraftRequest, Drafter, GenerateOptions, Generation,
-    KvTokens, LocalFuture, ModelDrafter, NgramDrafter, SamplingParams,
+    generate_cached, Depth, Drafter, GenerateOptions, Generation, KvTokens, ModelDrafter,
+    NgramDrafter, SamplingParams,
 };
 
 const WINDOW: usize = 8;
@@ -145,33 +148,6 @@ fn a_ring_follows_the_reference_through_trees_compaction_and_truncation() {
             again[floor - 8..] == all[floor - 8..floor + 3],
             "{o:?}: again"
         );
-    }
-}
-
-/// Random trees, almost always rejected: every step verifies a tree and compacts the cache.
-struct RandomTrees(TestRng, usize);
-
-impl Drafter for RandomTrees {
-    fn name(&self) -> &'static str {
-        "random"
-    }
-    fn propose<'a>(
-        &'a mut self,
-        r: DraftRequest<'a>,
-    ) -> LocalFuture<'a, Result<Draft, ModelError>> {
-        let mut d = Draft::empty("random");
-        let last = r.context.last().copied().unwrap_or(0);
-        for i in 0..r.max_nodes.min(7) {
-            let parent = (i > 0 && !self.0.next_u64().is_multiple_of(3))
-                .then(|| (self.0.next_u64() % i as u64) as usize);
-            let t = if self.0.next_u64().is_multiple_of(2) {
-                last
-            } else {
-                (self.0.next_u64() % self.1 as u64) as u32
-            };
-            d.push(t, parent, 0.5);
-        }
-        ready(Ok(d))
     }
 }
 

@@ -1,18 +1,20 @@
 //! Greedy speculative decoding on this engine returns exactly what greedy plain decoding
 //! returns, for every drafter (draft models on this engine too), tree and chain verification.
 
+mod common;
+
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use common::random_trees::RandomTrees;
 use pollster::block_on;
 use runahead_cpu::{CpuEngine, CpuOptions, Isa};
 use runahead_gguf::GgufFile;
 use runahead_model::testing::{TestRng, TinyModel};
-use runahead_model::{LanguageModel, ModelError};
+use runahead_model::LanguageModel;
 use runahead_speculate::{
-    generate_with, ready, AutoDrafter, CostModel, Depth, Draft, DraftRequest, Drafter,
-    GenerateOptions, Generation, LocalFuture, ModelDrafter, NgramDrafter, SamplingParams,
-    SuffixDrafter,
+    generate_with, AutoDrafter, CostModel, Depth, Drafter, GenerateOptions, Generation,
+    ModelDrafter, NgramDrafter, SamplingParams, SuffixDrafter,
 };
 
 fn opts(max_tokens: usize, depth: Depth) -> GenerateOptions {
@@ -39,33 +41,6 @@ fn run<M: LanguageModel>(
         |_, _| ControlFlow::Continue(()),
     ));
     done.unwrap()
-}
-
-/// Random trees, rejected almost always: every step verifies a tree and compacts the cache.
-struct RandomTrees(TestRng, usize);
-
-impl Drafter for RandomTrees {
-    fn name(&self) -> &'static str {
-        "random"
-    }
-    fn propose<'a>(
-        &'a mut self,
-        r: DraftRequest<'a>,
-    ) -> LocalFuture<'a, Result<Draft, ModelError>> {
-        let mut d = Draft::empty("random");
-        let last = r.context.last().copied().unwrap_or(0);
-        for i in 0..r.max_nodes.min(7) {
-            let parent = (i > 0 && !self.0.next_u64().is_multiple_of(3))
-                .then(|| (self.0.next_u64() % i as u64) as usize);
-            let t = if self.0.next_u64().is_multiple_of(2) {
-                last
-            } else {
-                (self.0.next_u64() % self.1 as u64) as u32
-            };
-            d.push(t, parent, 0.5);
-        }
-        ready(Ok(d))
-    }
 }
 
 /// Half repetitive (drafters find matches), half random.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod kernel_cases;
+pub mod random_trees;
 
 use runahead_cpu::activations::Activations;
 use runahead_cpu::formats::WeightFormat;
