@@ -19,6 +19,7 @@ mod logits;
 mod model_drafter;
 mod report;
 mod sampling;
+mod stats;
 mod stop;
 mod suffix;
 mod text;
@@ -32,8 +33,8 @@ pub use draft::Draft;
 pub use drafter::{observe_unverified, ready, DraftRequest, Drafter, LocalFuture, NgramDrafter};
 pub use error::GenerateError;
 pub use generate::{
-    generate, generate_cached, generate_constrained, generate_with, DrafterStats, GenerateOptions,
-    Generation, KvTokens, Provenance, Stats, StopReason,
+    generate, generate_cached, generate_constrained, generate_with, GenerateOptions, Generation,
+    KvTokens, Provenance, StopReason,
 };
 pub use history::{
     decode_history, encode_history, fnv1a, tokenizer_fingerprint, HistoryError, HISTORY_VERSION,
@@ -43,6 +44,7 @@ pub use logits::{LogitError, LogitOptions, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use model_drafter::ModelDrafter;
 pub use report::{generation_json, logprob_json};
 pub use sampling::{Distribution, Sampler, SamplingError, SamplingParams, Scores};
+pub use stats::{DrafterStats, Stats};
 pub use stop::{Released, StopError, StopMatcher, StopStrings, MAX_STOP_BYTES, MAX_STOP_STRINGS};
 pub use suffix::{SuffixDrafter, SuffixTrie};
 pub use text::{generate_text, generate_text_constrained, Piece};

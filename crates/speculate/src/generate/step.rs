@@ -5,12 +5,12 @@
 use runahead_model::LanguageModel;
 use web_time::Instant;
 
-use super::Stats;
 use crate::depth::{DepthController, StepRecord};
 use crate::draft::Draft;
 use crate::drafter::{observe_unverified, DraftRequest, Drafter};
 use crate::error::GenerateError;
 use crate::sampling::SamplingParams;
+use crate::stats::Stats;
 use crate::verify::Verdict;
 
 /// One step's draft, trimmed to what is worth verifying.
