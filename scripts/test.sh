@@ -36,7 +36,8 @@
 # (the threaded wasm32 build), and the relaxed SIMD builds' target-wasm-relaxed/ and
 # target-wasm-threads-relaxed/; CARGO_TARGET_DIR, WASM_TARGET_DIR, WASM_THREADS_TARGET_DIR,
 # WASM_RELAXED_TARGET_DIR and WASM_THREADS_RELAXED_TARGET_DIR override them. RUNAHEAD_MODELS
-# overrides the model directory (default models/).
+# overrides the model directory (default models/). With CI set, a build directory is deleted once
+# no later step of the run reads it.
 # Each step prints its time; a fresh machine's figures are in BENCHMARKS.md ("Test suite time").
 set -euo pipefail
 
@@ -173,8 +174,35 @@ for s in "${steps[@]}"; do
   esac
 done
 
+# A CI run starts from a clean checkout and its disk is small (the builds together take about
+# 11 GB): once no step left in the run reads a build directory, CI deletes it.
+declare -A STEP_DIRS=(
+  [clippy]=native [unit]=native [kernels]=native [smoke]=native [test]=native
+  [wasm-clippy]=wasm [browser]=wasm [e2e]="native wasm" [aarch64]=aarch64
+)
+prune_unused_builds() {
+  local done_index=$1 group later needed
+  for group in native wasm aarch64; do
+    needed=0
+    for later in "${steps[@]:done_index+1}"; do
+      case " ${STEP_DIRS[$later]:-} " in *" $group "*) needed=1 ;; esac
+    done
+    case " ${STEP_DIRS[${steps[$done_index]}]:-} " in *" $group "*) ;; *) continue ;; esac
+    [ "$needed" = 0 ] || continue
+    case $group in
+      native) rm -rf "$CARGO_TARGET_DIR" ;;
+      wasm) rm -rf "$WASM_TARGET_DIR" "${WASM_RELAXED_TARGET_DIR:-$root/target-wasm-relaxed}" \
+        "${WASM_THREADS_TARGET_DIR:-$root/target-wasm-threads}" \
+        "${WASM_THREADS_RELAXED_TARGET_DIR:-$root/target-wasm-threads-relaxed}" ;;
+      aarch64) rm -rf "${AARCH64_TARGET_DIR:-$root/target-aarch64}" ;;
+    esac
+    echo "== test.sh: CI: removed the $group build (no later step uses it)"
+  done
+}
+
 total_start=$SECONDS
-for s in "${steps[@]}"; do
+for i in "${!steps[@]}"; do
+  s=${steps[$i]}
   echo "== test.sh: $s"
   start=$SECONDS
   # Each step in a subshell of its own, outside any condition: bash ignores `set -e` inside a
@@ -188,5 +216,6 @@ for s in "${steps[@]}"; do
     exit 1
   fi
   echo "== test.sh: $s ok ($((SECONDS - start))s)"
+  if [ -n "${CI:-}" ]; then prune_unused_builds "$i"; fi
 done
 echo "== test.sh: all ok (${steps[*]}) in $((SECONDS - total_start))s"
