@@ -220,11 +220,6 @@ impl Session {
     pub fn grammar(&self, grammar: &GrammarOption) -> Result<Grammar, WebError> {
         let spec = grammar.spec()?;
         let failed = |e: GrammarError| WebError::new(Code::Grammar, format!("grammar: {e}"));
-        // llguidance times its steps with the `instant` crate, which looks `performance` up on
-        // the global object by name at every reading: interned, the name is a cached JS string
-        // instead of one decoded from wasm memory each time (about half of a mask's time).
-        #[cfg(target_arch = "wasm32")]
-        wasm_bindgen::intern("performance");
         let vocabulary = {
             let mut cached = self.vocabulary.borrow_mut();
             match cached.as_ref() {
