@@ -183,11 +183,12 @@ declare -A STEP_DIRS=(
 prune_unused_builds() {
   local done_index=$1 group later needed
   for group in native wasm aarch64; do
+    # Only a group the finished step read, and that no later step reads.
+    case " ${STEP_DIRS[${steps[$done_index]}]:-} " in *" $group "*) ;; *) continue ;; esac
     needed=0
     for later in "${steps[@]:done_index+1}"; do
       case " ${STEP_DIRS[$later]:-} " in *" $group "*) needed=1 ;; esac
     done
-    case " ${STEP_DIRS[${steps[$done_index]}]:-} " in *" $group "*) ;; *) continue ;; esac
     [ "$needed" = 0 ] || continue
     case $group in
       native) rm -rf "$CARGO_TARGET_DIR" ;;

@@ -26,8 +26,9 @@ mod performance {
         fn performance_now() -> f64;
     }
 
-    /// A reading of the page's monotonic clock, in milliseconds.
-    #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+    /// A reading of the page's monotonic clock, in milliseconds. Only what llguidance uses:
+    /// `now`, `elapsed` and the difference of two readings.
+    #[derive(Clone, Copy, Debug)]
     pub struct Instant(f64);
 
     impl Instant {
@@ -35,25 +36,18 @@ mod performance {
             Instant(performance_now())
         }
 
-        /// Zero when `earlier` is later (never panics: a panic would end the wasm instance).
-        pub fn duration_since(&self, earlier: Instant) -> Duration {
-            Duration::try_from_secs_f64((self.0 - earlier.0) / 1e3).unwrap_or_default()
-        }
-
-        pub fn saturating_duration_since(&self, earlier: Instant) -> Duration {
-            self.duration_since(earlier)
-        }
-
         pub fn elapsed(&self) -> Duration {
-            Self::now().duration_since(*self)
+            Self::now() - *self
         }
     }
 
     impl Sub for Instant {
         type Output = Duration;
 
+        /// Zero when `earlier` is the later reading (never panics: a panic would end the wasm
+        /// instance).
         fn sub(self, earlier: Instant) -> Duration {
-            self.duration_since(earlier)
+            Duration::try_from_secs_f64((self.0 - earlier.0) / 1e3).unwrap_or_default()
         }
     }
 }
