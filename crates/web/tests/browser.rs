@@ -553,3 +553,20 @@ async fn a_model_streamed_onto_webgpu_generates_what_the_loaded_one_does() {
         assert_eq!(token_ids(&drafted), want, "{} drafting", spec.arch_name());
     }
 }
+
+/// The clock llguidance reads in the page (crates/wasm-instant): the page's milliseconds as
+/// durations, and an earlier reading less a later one is zero rather than a panic.
+#[wasm_bindgen_test]
+fn grammar_clock_reads_the_page_time() {
+    let start = instant::Instant::now();
+    let wall = js_sys::Date::now();
+    while js_sys::Date::now() - wall < 20.0 {}
+    let later = instant::Instant::now();
+    let elapsed = (later - start).as_secs_f64();
+    assert!(
+        (0.015..5.0).contains(&elapsed),
+        "{elapsed} s for a 20 ms wait"
+    );
+    assert!(start.elapsed().as_secs_f64() >= elapsed);
+    assert_eq!(start - later, std::time::Duration::ZERO);
+}
